@@ -1,0 +1,232 @@
+//! Human and JSON output. In human form the model's answer goes to stdout and everything else
+//! (tool activity, approvals, turn summaries) to stderr, so `send --wait > answer.md` captures
+//! just the answer.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+
+use cwcode_protocol::{DaemonInfo, Event, EventKind, ProfileInfo, SessionInfo};
+
+pub struct Renderer {
+    json: bool,
+    session_id: String,
+    /// Whether the last thing written to stdout ended a line.
+    at_line_start: bool,
+    color: bool,
+}
+
+impl Renderer {
+    pub fn new(json: bool, session_id: &str) -> Self {
+        Self {
+            json,
+            session_id: session_id.to_owned(),
+            at_line_start: true,
+            color: std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn event(&mut self, event: &Event) -> anyhow::Result<()> {
+        if self.json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer(&mut stdout, event)?;
+            stdout.write_all(b"\n")?;
+            stdout.flush()?;
+            return Ok(());
+        }
+        match &event.kind {
+            EventKind::AssistantDelta { text } => {
+                let mut stdout = std::io::stdout().lock();
+                stdout.write_all(text.as_bytes())?;
+                stdout.flush()?;
+                if !text.is_empty() {
+                    self.at_line_start = text.ends_with('\n');
+                }
+            }
+            EventKind::AssistantMessage { .. } => self.finish(),
+            other => {
+                if let Some(line) = self.describe(other) {
+                    self.finish();
+                    eprintln!("{line}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a streamed answer with a newline.
+    pub fn finish(&mut self) {
+        if !self.at_line_start {
+            println!();
+            self.at_line_start = true;
+        }
+    }
+
+    fn dim(&self, text: &str) -> String {
+        if self.color {
+            format!("\x1b[2m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn describe(&self, kind: &EventKind) -> Option<String> {
+        Some(match kind {
+            EventKind::PromptQueued { turn, prompt } => {
+                format!("· prompt {turn} queued: {}", first_line(prompt))
+            }
+            EventKind::TurnStarted { turn, prompt } => {
+                format!("› [{turn}] {}", first_line(prompt))
+            }
+            EventKind::ReasoningDelta { text } => {
+                eprint!("{}", self.dim(text));
+                return None;
+            }
+            EventKind::ToolCallStarted {
+                name, arguments, ..
+            } => format!("▶ {name} {}", shorten(arguments, 160)),
+            EventKind::ToolOutputDelta { text, .. } => {
+                eprint!("{}", self.dim(text));
+                return None;
+            }
+            EventKind::ToolCallFinished {
+                name,
+                output,
+                is_error,
+                ..
+            } => {
+                let mark = if *is_error { "✗" } else { "✓" };
+                format!("{mark} {name}: {}", shorten(first_line(output), 160))
+            }
+            EventKind::ApprovalRequested {
+                request_id,
+                tool,
+                arguments,
+                ..
+            } => format!(
+                "? {tool} {} needs approval:\n    cwcode-cli approve {id} {request_id} [--always]\n    cwcode-cli deny {id} {request_id} [--reason TEXT]",
+                shorten(arguments, 400),
+                id = self.session_id
+            ),
+            EventKind::ApprovalResolved {
+                request_id,
+                decision,
+                reason,
+            } => match reason {
+                Some(reason) => format!("  {request_id}: {decision:?} ({reason})"),
+                None => format!("  {request_id}: {decision:?}"),
+            },
+            EventKind::ModeChanged { mode } => format!("· mode is now {mode}"),
+            EventKind::TurnFinished {
+                turn,
+                outcome,
+                usage,
+                error,
+            } => {
+                let mut line = format!(
+                    "· turn {turn} {outcome:?}: {} prompt tokens ({} cached), {} output",
+                    usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
+                )
+                .to_lowercase();
+                if let Some(error) = error {
+                    let _ = write!(line, "\n  {error}");
+                }
+                line
+            }
+            EventKind::SubscriptionEnded { reason } => format!("· stream ended: {reason}"),
+            EventKind::StatusChanged { .. }
+            | EventKind::AssistantDelta { .. }
+            | EventKind::AssistantMessage { .. } => return None,
+        })
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+fn shorten(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+pub fn session_table(sessions: &[SessionInfo]) -> String {
+    if sessions.is_empty() {
+        return "no sessions yet: create one with `cwcode-cli new`\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<12}  {:<17}  {:<4}  {:<16}  {:>5}  {:<19}  {}\n",
+        "ID", "STATUS", "MODE", "PROFILE", "TURNS", "UPDATED", "TITLE"
+    );
+    for session in sessions {
+        let status = serde_json::to_value(session.status)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:<12}  {:<17}  {:<4}  {:<16}  {:>5}  {:<19}  {}",
+            shorten(&session.id, 12).trim_end_matches('…'),
+            status,
+            session.mode,
+            shorten(&session.profile, 16),
+            session.turns,
+            session.updated.get(..19).unwrap_or(&session.updated),
+            session.title
+        );
+    }
+    out
+}
+
+pub fn session_details(info: &SessionInfo) -> String {
+    format!(
+        "id       {}\ntitle    {}\ncwd      {}\nprofile  {}\nmode     {}\nstatus   {:?}\nturns    {}\nevents   {}\ncreated  {}\nupdated  {}\n",
+        info.id,
+        info.title,
+        info.cwd,
+        info.profile,
+        info.mode,
+        info.status,
+        info.turns,
+        info.last_seq,
+        info.created,
+        info.updated
+    )
+}
+
+pub fn profile_table(profiles: &[ProfileInfo]) -> String {
+    if profiles.is_empty() {
+        return "no profiles: add one to config.json in your cwcode home\n".to_owned();
+    }
+    let mut out = String::new();
+    for profile in profiles {
+        let _ = writeln!(
+            out,
+            "{} {:<20} {:<32} {}{}",
+            if profile.is_default { "*" } else { " " },
+            profile.name,
+            profile.model,
+            profile.base_url,
+            if profile.has_key {
+                ""
+            } else {
+                "  (no key set)"
+            }
+        );
+    }
+    out
+}
+
+pub fn daemon_status(info: &DaemonInfo) -> String {
+    format!(
+        "cwcoded {} running\n  pid      {}\n  socket   {}\n  home     {}\n  uptime   {} s\n  sessions {} ({} running)\n",
+        info.version,
+        info.pid,
+        info.socket,
+        info.home,
+        info.uptime_ms / 1000,
+        info.sessions,
+        info.running_turns
+    )
+}

@@ -1,0 +1,150 @@
+//! Transport (SPEC §4): JSON-RPC 2.0 over HTTP and WebSocket on a Unix socket, served by
+//! jsonrpsee on each accepted stream. The socket is 0600 and every connection's peer uid must be
+//! the daemon's own, checked before a byte of the request is read.
+
+pub mod lifecycle;
+pub mod rpc;
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cwcode_protocol::methods;
+use cwcode_protocol::paths::Paths;
+use jsonrpsee::server::middleware::http::ProxyGetRequestLayer;
+use jsonrpsee::server::{Server, serve_with_graceful_shutdown, stop_channel};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::pool::Pool;
+use crate::session::journal::now_rfc3339;
+use crate::session::{Sessions, Shared};
+use crate::tools::Registry;
+
+use lifecycle::{Instance, StartError};
+use rpc::Daemon;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("cannot read the configuration: {0}")]
+    Config(String),
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot set up the API: {0}")]
+    Api(String),
+}
+
+/// Runs the daemon until SIGTERM, SIGINT or `daemon/shutdown`, then drains: running turns end
+/// as interrupted, journals are flushed, and the socket and pid files are removed.
+pub async fn run(paths: Paths) -> Result<(), ServeError> {
+    let started = Instant::now();
+    let instance = Instance::acquire(&paths)?;
+    let providers =
+        Pool::load(paths.config()).map_err(|error| ServeError::Config(error.to_string()))?;
+    let shared = Arc::new(Shared {
+        paths: paths.clone(),
+        providers,
+        registry: Arc::new(Registry::standard()),
+        stopping: CancellationToken::new(),
+    });
+    let daemon = Arc::new(Daemon {
+        sessions: Sessions::load(Arc::clone(&shared)),
+        shared: Arc::clone(&shared),
+        started,
+        started_at: now_rfc3339(),
+        shutdown: CancellationToken::new(),
+    });
+    let methods =
+        rpc::module(Arc::clone(&daemon)).map_err(|error| ServeError::Api(error.to_string()))?;
+    let listener = bind(&paths)?;
+    tracing::info!(socket = %paths.socket.display(), pid = std::process::id(), "cwcoded listening");
+
+    let health = ProxyGetRequestLayer::new([(methods::HEALTH_PATH, methods::DAEMON_INFO)])
+        .map_err(|error| ServeError::Api(error.to_string()))?;
+    let service_builder = Server::builder()
+        .set_http_middleware(tower::ServiceBuilder::new().layer(health))
+        .to_service_builder();
+    let (stop_handle, server_handle) = stop_channel();
+    let own_uid = rustix::process::getuid().as_raw();
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|error| ServeError::Api(error.to_string()))?;
+    let mut interrupt =
+        signal(SignalKind::interrupt()).map_err(|error| ServeError::Api(error.to_string()))?;
+
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            () = daemon.shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                continue;
+            }
+        };
+        if !same_user(&stream, own_uid) {
+            continue;
+        }
+        let service = service_builder
+            .clone()
+            .build(methods.clone(), stop_handle.clone());
+        let stopped = stop_handle.clone().shutdown();
+        tokio::spawn(async move {
+            if let Err(error) = serve_with_graceful_shutdown(stream, service, stopped).await {
+                tracing::debug!(%error, "connection ended");
+            }
+        });
+    }
+
+    tracing::info!("draining: interrupting running turns");
+    shared.stopping.cancel();
+    daemon.sessions.drain().await;
+    drop(listener);
+    let _ = server_handle.stop();
+    drop(instance);
+    tracing::info!("cwcoded stopped");
+    Ok(())
+}
+
+fn bind(paths: &Paths) -> Result<UnixListener, ServeError> {
+    let bind_error = |source| ServeError::Bind {
+        path: paths.socket.display().to_string(),
+        source,
+    };
+    // The socket must never exist with wider permissions, not even for an instant.
+    let previous = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
+    let listener = UnixListener::bind(&paths.socket);
+    rustix::process::umask(previous);
+    let listener = listener.map_err(bind_error)?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(bind_error)?;
+    Ok(listener)
+}
+
+/// Closes connections from any other user before reading anything from them.
+fn same_user(stream: &UnixStream, own_uid: u32) -> bool {
+    match stream.peer_cred() {
+        Ok(credentials) if credentials.uid() == own_uid => true,
+        Ok(credentials) => {
+            tracing::warn!(
+                uid = credentials.uid(),
+                "refused a connection from another user"
+            );
+            false
+        }
+        Err(error) => {
+            tracing::warn!(%error, "refused a connection whose peer cannot be identified");
+            false
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The JSON-RPC methods (SPEC §4). Each method parses its params, calls into the session room and
+//! maps errors to typed application codes.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cwcode_protocol::{
+    ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, ErrorCode, Event,
+    EventKind, SendParams, SessionRef, SetModeParams, SubscribeParams, methods,
+};
+use jsonrpsee::core::SubscriptionResult;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionSink};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::{SessionError, Sessions, Shared};
+
+/// The state every method sees.
+pub struct Daemon {
+    pub shared: Arc<Shared>,
+    pub sessions: Sessions,
+    pub started: Instant,
+    pub started_at: String,
+    /// Fired by `daemon/shutdown`; the server then drains and exits.
+    pub shutdown: CancellationToken,
+}
+
+fn rpc_error(error: SessionError) -> ErrorObjectOwned {
+    let code = match &error {
+        SessionError::NotFound(_) | SessionError::Ambiguous { .. } => ErrorCode::SessionNotFound,
+        SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
+        SessionError::Profile(_) => ErrorCode::ProfileNotFound,
+        SessionError::Approval(_) => ErrorCode::ApprovalNotFound,
+        SessionError::ShuttingDown => ErrorCode::ShuttingDown,
+        SessionError::Journal(_) | SessionError::Write(_) | SessionError::Read { .. } => {
+            ErrorCode::Storage
+        }
+    };
+    ErrorObjectOwned::owned(code.code(), error.to_string(), None::<()>)
+}
+
+fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    params.parse()
+}
+
+pub fn module(
+    daemon: Arc<Daemon>,
+) -> Result<RpcModule<Daemon>, jsonrpsee::core::RegisterMethodError> {
+    let mut module = RpcModule::from_arc(daemon);
+
+    module.register_method(methods::DAEMON_INFO, |_, daemon, _| {
+        Ok::<_, ErrorObjectOwned>(daemon_info(daemon))
+    })?;
+    module.register_method(methods::DAEMON_SHUTDOWN, |_, daemon, _| {
+        daemon.shutdown.cancel();
+        Ok::<_, ErrorObjectOwned>(json!({ "stopping": true }))
+    })?;
+    module.register_method(methods::SESSION_CREATE, |params, daemon, _| {
+        let params: CreateSessionParams = parse(&params)?;
+        daemon.sessions.create(params).map_err(rpc_error)
+    })?;
+    module.register_method(methods::SESSION_LIST, |_, daemon, _| {
+        Ok::<_, ErrorObjectOwned>(daemon.sessions.list())
+    })?;
+    module.register_method(methods::SESSION_GET, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        Ok::<_, ErrorObjectOwned>(session.info())
+    })?;
+    module.register_async_method(methods::SESSION_DELETE, |params, daemon, _| async move {
+        let params: SessionRef = parse(&params)?;
+        daemon
+            .sessions
+            .delete(&params.session_id)
+            .await
+            .map_err(rpc_error)?;
+        Ok::<_, ErrorObjectOwned>(json!({ "deleted": true }))
+    })?;
+    module.register_method(methods::SESSION_SEND, |params, daemon, _| {
+        let params: SendParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.send(params.text).map_err(rpc_error)
+    })?;
+    module.register_method(methods::SESSION_CANCEL, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        Ok::<_, ErrorObjectOwned>(CancelResult {
+            cancelled: session.cancel(),
+        })
+    })?;
+    module.register_method(methods::SESSION_SET_MODE, |params, daemon, _| {
+        let params: SetModeParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.set_mode(params.mode).map_err(rpc_error)
+    })?;
+    module.register_method(methods::APPROVAL_RESPOND, |params, daemon, _| {
+        let params: ApprovalRespondParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session
+            .respond(&params.request_id, params.decision, params.reason)
+            .map_err(rpc_error)?;
+        Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
+    })?;
+    module.register_method(methods::PROFILE_LIST, |_, daemon, _| {
+        Ok::<_, ErrorObjectOwned>(daemon.shared.providers.profiles())
+    })?;
+    module.register_subscription(
+        methods::SESSION_SUBSCRIBE,
+        methods::SESSION_EVENT,
+        methods::SESSION_UNSUBSCRIBE,
+        |params, pending, daemon, _| async move { subscribe(params, pending, daemon).await },
+    )?;
+    Ok(module)
+}
+
+fn daemon_info(daemon: &Daemon) -> DaemonInfo {
+    DaemonInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        pid: std::process::id(),
+        home: daemon.shared.paths.home.display().to_string(),
+        socket: daemon.shared.paths.socket.display().to_string(),
+        started: daemon.started_at.clone(),
+        uptime_ms: daemon.started.elapsed().as_millis() as u64,
+        sessions: daemon.sessions.len(),
+        running_turns: daemon.sessions.running_turns(),
+    }
+}
+
+/// Streams a session's events: the journal after `since`, then live ones. The subscription is
+/// registered before it is accepted, so a client that subscribes and then sends a prompt sees
+/// every event of that prompt's turn.
+async fn subscribe(
+    params: Params<'static>,
+    pending: PendingSubscriptionSink,
+    daemon: Arc<Daemon>,
+) -> SubscriptionResult {
+    let params: SubscribeParams = match parse(&params) {
+        Ok(params) => params,
+        Err(error) => {
+            pending.reject(error).await;
+            return Ok(());
+        }
+    };
+    let subscription = match daemon
+        .sessions
+        .get(&params.session_id)
+        .and_then(|session| session.subscribe(params.since))
+    {
+        Ok(subscription) => subscription,
+        Err(error) => {
+            pending.reject(rpc_error(error)).await;
+            return Ok(());
+        }
+    };
+    let sink = pending.accept().await?;
+    let mut last_seq = params.since.unwrap_or(0);
+    for event in &subscription.replay {
+        send(&sink, event).await?;
+        last_seq = event.seq;
+    }
+    let mut live = subscription.live;
+    loop {
+        let received = tokio::select! {
+            received = live.recv() => received,
+            () = sink.closed() => return Ok(()),
+        };
+        match received {
+            Ok(event) if event.seq <= last_seq => {}
+            Ok(event) => {
+                send(&sink, &event).await?;
+                last_seq = event.seq;
+            }
+            Err(RecvError::Lagged(missed)) => {
+                let reason = format!(
+                    "this client fell {missed} events behind and was dropped so the session is not slowed; resubscribe with since={last_seq}"
+                );
+                return end(&sink, last_seq, reason).await;
+            }
+            Err(RecvError::Closed) => {
+                return end(&sink, last_seq, "the session was deleted".to_owned()).await;
+            }
+        }
+    }
+}
+
+async fn send(sink: &SubscriptionSink, event: &Event) -> SubscriptionResult {
+    sink.send(serde_json::value::to_raw_value(event)?).await?;
+    Ok(())
+}
+
+/// A subscription that ends on the server is not announced by the transport: say it explicitly.
+async fn end(sink: &SubscriptionSink, last_seq: u64, reason: String) -> SubscriptionResult {
+    let event = Event {
+        seq: last_seq,
+        time: crate::session::journal::now_rfc3339(),
+        kind: EventKind::SubscriptionEnded { reason },
+    };
+    send(sink, &event).await
+}

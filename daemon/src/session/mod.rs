@@ -1,0 +1,621 @@
+//! Sessions (SPEC §3, §5): metadata in `session.json`, everything that happened in the journal,
+//! a prompt queue, and one runner task that executes turns one at a time.
+
+pub mod bus;
+pub mod history;
+pub mod journal;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use cwcode_protocol::paths::Paths;
+use cwcode_protocol::{
+    ApprovalDecision, CreateSessionParams, Event, EventKind, Mode, SendResult, SessionInfo,
+    SessionStatus, TurnOutcome, Usage,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
+use crate::agent::{self, TurnEnv};
+use crate::provider::Message;
+use crate::provider::pool::Pool;
+use crate::sandbox::Workspace;
+use crate::store::{WriteError, atomic_write};
+use crate::tools::{ReadLedger, Registry, ToolContext};
+
+use bus::{EventLog, Subscription};
+use journal::{Journal, JournalError, now_rfc3339};
+
+const INFO_FILE: &str = "session.json";
+const JOURNAL_FILE: &str = "events.jsonl";
+const SYSTEM_PROMPT_FILE: &str = "system.md";
+/// How long shutdown and delete wait for a cancelled turn to wind down.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no session `{0}`: list them with `cwcode-cli ls`")]
+    NotFound(String),
+    #[error("`{prefix}` matches {count} sessions: give more of the id")]
+    Ambiguous { prefix: String, count: usize },
+    #[error("workspace `{path}` is not usable: {reason}")]
+    InvalidWorkspace { path: String, reason: String },
+    #[error("{0}")]
+    Profile(String),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("cannot read {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Approval(#[from] ApprovalNotFound),
+    #[error("the daemon is shutting down: retry once it has restarted")]
+    ShuttingDown,
+}
+
+/// What every session shares with the daemon.
+pub struct Shared {
+    pub paths: Paths,
+    pub providers: Pool,
+    pub registry: Arc<Registry>,
+    /// Fired once when the daemon starts draining.
+    pub stopping: CancellationToken,
+}
+
+struct QueuedPrompt {
+    turn: u32,
+    text: String,
+}
+
+struct Control {
+    info: SessionInfo,
+    /// The cancel token of the turn running now.
+    running: Option<CancellationToken>,
+    next_turn: u32,
+    queue: Option<mpsc::UnboundedSender<QueuedPrompt>>,
+}
+
+pub struct Session {
+    id: String,
+    dir: PathBuf,
+    log: Arc<EventLog>,
+    mode: watch::Sender<Mode>,
+    approvals: Arc<Approvals>,
+    control: Mutex<Control>,
+    /// Prompts accepted and not yet finished, the running one included.
+    in_flight: AtomicU32,
+    runner: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Session {
+    fn control(&self) -> MutexGuard<'_, Control> {
+        self.control
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn info(&self) -> SessionInfo {
+        let control = self.control();
+        let mut info = control.info.clone();
+        info.mode = *self.mode.borrow();
+        info.turns = control.next_turn - 1;
+        info.last_seq = self.log.last_seq();
+        info.status = if self.approvals.pending() > 0 {
+            SessionStatus::AwaitingApproval
+        } else if control.running.is_some() {
+            SessionStatus::Running
+        } else {
+            SessionStatus::Idle
+        };
+        info
+    }
+
+    fn persist_info(&self) -> Result<(), SessionError> {
+        self.control().info.updated = now_rfc3339();
+        write_info(&self.dir, &self.info())
+    }
+
+    /// Accepts a prompt; it runs now, or after the turns before it.
+    pub fn send(&self, text: String) -> Result<SendResult, SessionError> {
+        let (turn, queued) = {
+            let mut control = self.control();
+            let Some(queue) = control.queue.clone() else {
+                return Err(SessionError::ShuttingDown);
+            };
+            let turn = control.next_turn;
+            let queued = self.in_flight.fetch_add(1, Ordering::SeqCst) > 0;
+            if queued {
+                self.log.publish(EventKind::PromptQueued {
+                    turn,
+                    prompt: text.clone(),
+                })?;
+            }
+            if queue.send(QueuedPrompt { turn, text }).is_err() {
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                return Err(SessionError::ShuttingDown);
+            }
+            control.next_turn += 1;
+            (turn, queued)
+        };
+        self.persist_info()?;
+        Ok(SendResult { turn, queued })
+    }
+
+    /// Cancels the running turn, if any. Queued prompts stay queued.
+    pub fn cancel(&self) -> bool {
+        match &self.control().running {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn set_mode(&self, mode: Mode) -> Result<SessionInfo, SessionError> {
+        let changed = self.mode.send_if_modified(|current| {
+            let changed = *current != mode;
+            *current = mode;
+            changed
+        });
+        if changed {
+            self.log.publish(EventKind::ModeChanged { mode })?;
+            self.persist_info()?;
+        }
+        Ok(self.info())
+    }
+
+    pub fn subscribe(&self, since: Option<u64>) -> Result<Subscription, SessionError> {
+        Ok(self.log.subscribe(since)?)
+    }
+
+    pub fn respond(
+        &self,
+        request_id: &str,
+        decision: ApprovalDecision,
+        reason: Option<String>,
+    ) -> Result<(), SessionError> {
+        Ok(self
+            .approvals
+            .resolve(request_id, Answer { decision, reason })?)
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.control().running.is_some()
+    }
+
+    /// Stops taking prompts, cancels the running turn and waits for the runner to end.
+    async fn stop(&self) {
+        {
+            let mut control = self.control();
+            control.queue = None;
+            if let Some(token) = &control.running {
+                token.cancel();
+            }
+        }
+        let runner = self
+            .runner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(runner) = runner
+            && tokio::time::timeout(DRAIN_TIMEOUT, runner).await.is_err()
+        {
+            tracing::warn!(session = %self.id, "turn did not wind down in time");
+        }
+    }
+}
+
+fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
+    let mut bytes = serde_json::to_vec_pretty(info).map_err(|error| SessionError::Read {
+        path: dir.join(INFO_FILE),
+        reason: error.to_string(),
+    })?;
+    bytes.push(b'\n');
+    Ok(atomic_write(&dir.join(INFO_FILE), &bytes)?)
+}
+
+fn read_file(path: &Path) -> Result<String, SessionError> {
+    std::fs::read_to_string(path).map_err(|error| SessionError::Read {
+        path: path.to_owned(),
+        reason: error.to_string(),
+    })
+}
+
+/// The turn number after the largest one the journal mentions.
+fn next_turn(events: &[Event]) -> u32 {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::PromptQueued { turn, .. } | EventKind::TurnStarted { turn, .. } => {
+                Some(*turn)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// Prompts that were queued and never started, in order: they run after a restart.
+fn pending_prompts(events: &[Event]) -> Vec<QueuedPrompt> {
+    let mut pending: BTreeMap<u32, String> = BTreeMap::new();
+    for event in events {
+        match &event.kind {
+            EventKind::PromptQueued { turn, prompt } => {
+                pending.insert(*turn, prompt.clone());
+            }
+            EventKind::TurnStarted { turn, .. } => {
+                pending.remove(turn);
+            }
+            _ => {}
+        }
+    }
+    pending
+        .into_iter()
+        .map(|(turn, text)| QueuedPrompt { turn, text })
+        .collect()
+}
+
+/// The turn that was running when the daemon died, if any: it gets its unanswered tool calls
+/// answered and is marked interrupted, so the history is valid again.
+fn close_interrupted_turn(
+    log: &EventLog,
+    history: &mut Vec<Message>,
+    events: &[Event],
+) -> Result<(), JournalError> {
+    let mut open_turn = None;
+    for event in events {
+        match &event.kind {
+            EventKind::TurnStarted { turn, .. } => open_turn = Some(*turn),
+            EventKind::TurnFinished { .. } => open_turn = None,
+            _ => {}
+        }
+    }
+    let Some(turn) = open_turn else {
+        return Ok(());
+    };
+    for call in history::unanswered_calls(history) {
+        let event = log.publish(EventKind::ToolCallFinished {
+            call_id: call.id,
+            name: call.name,
+            output: "not run: the daemon stopped before this call ran".to_owned(),
+            is_error: true,
+        })?;
+        history::apply(history, &event.kind);
+    }
+    log.publish(EventKind::TurnFinished {
+        turn,
+        outcome: TurnOutcome::Interrupted,
+        usage: Usage::default(),
+        error: Some("the daemon stopped during this turn".to_owned()),
+    })?;
+    log.publish(EventKind::StatusChanged {
+        status: SessionStatus::Idle,
+    })?;
+    log.sync()
+}
+
+/// All sessions of this daemon.
+pub struct Sessions {
+    shared: Arc<Shared>,
+    sessions: RwLock<BTreeMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    /// Loads every session under `sessions/`. One that cannot be read is reported and skipped:
+    /// it stays on disk untouched.
+    pub fn load(shared: Arc<Shared>) -> Self {
+        let sessions = Self {
+            shared,
+            sessions: RwLock::new(BTreeMap::new()),
+        };
+        let dir = sessions.shared.paths.sessions_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return sessions,
+            Err(error) => {
+                tracing::error!(dir = %dir.display(), %error, "cannot list sessions");
+                return sessions;
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.join(INFO_FILE).is_file() {
+                continue;
+            }
+            match sessions.open(&path) {
+                Ok(session) => sessions.insert(session),
+                Err(error) => {
+                    tracing::error!(dir = %path.display(), %error, "cannot load session; left as is")
+                }
+            }
+        }
+        sessions
+    }
+
+    fn map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Session>>> {
+        self.sessions
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn insert(&self, session: Arc<Session>) {
+        self.sessions
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(session.id.clone(), session);
+    }
+
+    fn open(&self, dir: &Path) -> Result<Arc<Session>, SessionError> {
+        let info_path = dir.join(INFO_FILE);
+        let info: SessionInfo =
+            serde_json::from_str(&read_file(&info_path)?).map_err(|error| SessionError::Read {
+                path: info_path.clone(),
+                reason: error.to_string(),
+            })?;
+        let system_prompt = read_file(&dir.join(SYSTEM_PROMPT_FILE))?;
+        let journal_path = dir.join(JOURNAL_FILE);
+        let (journal, events) = Journal::open(&journal_path)?;
+        let log = Arc::new(EventLog::new(&journal_path, journal));
+        let mut history = history::rebuild(&system_prompt, &events);
+        close_interrupted_turn(&log, &mut history, &events)?;
+        let pending = pending_prompts(&events);
+        let next_turn = next_turn(&events);
+        Ok(self.start(dir.to_owned(), info, log, history, next_turn, pending))
+    }
+
+    fn start(
+        &self,
+        dir: PathBuf,
+        info: SessionInfo,
+        log: Arc<EventLog>,
+        history: Vec<Message>,
+        next_turn: u32,
+        pending: Vec<QueuedPrompt>,
+    ) -> Arc<Session> {
+        let (queue, prompts) = mpsc::unbounded_channel();
+        let in_flight = pending.len() as u32;
+        for prompt in pending {
+            // The receiver is alive: it is moved into the runner below.
+            let _ = queue.send(prompt);
+        }
+        let session = Arc::new(Session {
+            id: info.id.clone(),
+            dir,
+            log,
+            mode: watch::Sender::new(info.mode),
+            approvals: Arc::new(Approvals::default()),
+            control: Mutex::new(Control {
+                info: info.clone(),
+                running: None,
+                next_turn,
+                queue: Some(queue),
+            }),
+            in_flight: AtomicU32::new(in_flight),
+            runner: Mutex::new(None),
+        });
+        let runner = tokio::spawn(run_prompts(
+            Arc::clone(&session),
+            Arc::clone(&self.shared),
+            history,
+            prompts,
+        ));
+        *session
+            .runner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(runner);
+        session
+    }
+
+    pub fn create(&self, params: CreateSessionParams) -> Result<SessionInfo, SessionError> {
+        if self.shared.stopping.is_cancelled() {
+            return Err(SessionError::ShuttingDown);
+        }
+        let workspace = Workspace::new(Path::new(&params.cwd)).map_err(|error| {
+            SessionError::InvalidWorkspace {
+                path: params.cwd.clone(),
+                reason: error.to_string(),
+            }
+        })?;
+        if !workspace.root().is_dir() {
+            return Err(SessionError::InvalidWorkspace {
+                path: params.cwd,
+                reason: "not a directory".to_owned(),
+            });
+        }
+        let profile = match params.profile {
+            Some(profile) => {
+                self.shared
+                    .providers
+                    .check_profile(&profile)
+                    .map_err(|error| SessionError::Profile(error.to_string()))?;
+                profile
+            }
+            None => self
+                .shared
+                .providers
+                .default_profile()
+                .map_err(SessionError::Profile)?,
+        };
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let dir = self.shared.paths.session_dir(&id);
+        std::fs::create_dir_all(&dir).map_err(|error| SessionError::Read {
+            path: dir.clone(),
+            reason: error.to_string(),
+        })?;
+        let root = workspace.root().to_string_lossy().into_owned();
+        let now = now_rfc3339();
+        let info = SessionInfo {
+            id: id.clone(),
+            title: params
+                .title
+                .unwrap_or_else(|| default_title(workspace.root())),
+            cwd: root,
+            profile,
+            mode: params.mode.unwrap_or_default(),
+            status: SessionStatus::Idle,
+            created: now.clone(),
+            updated: now,
+            turns: 0,
+            last_seq: 0,
+        };
+        let system_prompt = agent::prompt::system_prompt(workspace.root());
+        atomic_write(&dir.join(SYSTEM_PROMPT_FILE), system_prompt.as_bytes())?;
+        write_info(&dir, &info)?;
+        let journal_path = dir.join(JOURNAL_FILE);
+        let (journal, _) = Journal::open(&journal_path)?;
+        let log = Arc::new(EventLog::new(&journal_path, journal));
+        let history = history::rebuild(&system_prompt, &[]);
+        let session = self.start(dir, info, log, history, 1, Vec::new());
+        let info = session.info();
+        self.insert(session);
+        Ok(info)
+    }
+
+    /// Finds a session by its id or a unique prefix of it.
+    pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        let map = self.map();
+        if let Some(session) = map.get(id) {
+            return Ok(Arc::clone(session));
+        }
+        let mut matches = map
+            .range(id.to_owned()..)
+            .take_while(|(key, _)| key.starts_with(id));
+        match (matches.next(), matches.next()) {
+            (Some((_, session)), None) if !id.is_empty() => Ok(Arc::clone(session)),
+            (Some(_), Some(_)) => Err(SessionError::Ambiguous {
+                prefix: id.to_owned(),
+                count: map.keys().filter(|key| key.starts_with(id)).count(),
+            }),
+            _ => Err(SessionError::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Sessions, most recently updated first.
+    pub fn list(&self) -> Vec<SessionInfo> {
+        let mut list: Vec<SessionInfo> =
+            self.map().values().map(|session| session.info()).collect();
+        list.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
+        list
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map().is_empty()
+    }
+
+    pub fn running_turns(&self) -> usize {
+        self.map()
+            .values()
+            .filter(|session| session.is_running())
+            .count()
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let session = self.get(id)?;
+        session.stop().await;
+        self.sessions
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&session.id);
+        std::fs::remove_dir_all(&session.dir).map_err(|error| SessionError::Read {
+            path: session.dir.clone(),
+            reason: error.to_string(),
+        })
+    }
+
+    /// Ends every running turn as interrupted and waits for the journals to be flushed. The
+    /// caller has fired `stopping` first.
+    pub async fn drain(&self) {
+        let sessions: Vec<Arc<Session>> = self.map().values().cloned().collect();
+        futures::future::join_all(sessions.iter().map(|session| session.stop())).await;
+    }
+}
+
+fn default_title(workspace: &Path) -> String {
+    workspace
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| workspace.display().to_string())
+}
+
+/// The session's runner: executes queued prompts one at a time until the queue closes or the
+/// daemon stops. It alone owns the history.
+async fn run_prompts(
+    session: Arc<Session>,
+    shared: Arc<Shared>,
+    mut history: Vec<Message>,
+    mut prompts: mpsc::UnboundedReceiver<QueuedPrompt>,
+) {
+    let reads = Arc::new(Mutex::new(ReadLedger::default()));
+    loop {
+        let prompt = tokio::select! {
+            prompt = prompts.recv() => prompt,
+            () = shared.stopping.cancelled() => None,
+        };
+        let Some(prompt) = prompt else { break };
+        let cancel = shared.stopping.child_token();
+        let (profile, cwd) = {
+            let mut control = session.control();
+            control.running = Some(cancel.clone());
+            (control.info.profile.clone(), control.info.cwd.clone())
+        };
+        let outcome = match prepare_turn(&shared, &profile, &cwd) {
+            Ok((provider, workspace)) => {
+                let env = TurnEnv {
+                    log: Arc::clone(&session.log),
+                    registry: Arc::clone(&shared.registry),
+                    provider,
+                    mode: session.mode.subscribe(),
+                    approvals: Arc::clone(&session.approvals),
+                    tools: ToolContext {
+                        workspace,
+                        cancel,
+                        output: Arc::new(|_: &str| {}),
+                        reads: Arc::clone(&reads),
+                        secret_env: shared.providers.secret_env_names(),
+                    },
+                    stopping: shared.stopping.clone(),
+                };
+                agent::run_turn(&env, &mut history, prompt.turn, prompt.text).await
+            }
+            Err(reason) => {
+                agent::refuse_turn(&session.log, &mut history, prompt.turn, prompt.text, reason)
+            }
+        };
+        if let Err(error) = outcome {
+            tracing::error!(session = %session.id, %error, "turn could not be journalled");
+        }
+        session.control().running = None;
+        session.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if let Err(error) = session.persist_info() {
+            tracing::error!(session = %session.id, %error, "cannot save session metadata");
+        }
+    }
+}
+
+/// The provider and workspace a turn needs, or why it cannot run.
+fn prepare_turn(
+    shared: &Shared,
+    profile: &str,
+    cwd: &str,
+) -> Result<(Arc<crate::provider::Provider>, Arc<Workspace>), String> {
+    let workspace = Workspace::new(Path::new(cwd))
+        .map_err(|error| format!("the session's workspace {cwd} is not usable: {error}"))?;
+    let provider = shared.providers.get(profile)?;
+    Ok((provider, Arc::new(workspace)))
+}

@@ -1,0 +1,463 @@
+//! The registry: tools in the fixed order the model sees them (SPEC §6: a stable prefix), their
+//! definitions built once, and calls dispatched by name from JSON argument text.
+
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+use schemars::generate::SchemaSettings;
+use serde_json::Value;
+
+use super::bash::Bash;
+use super::edit_lines::EditLines;
+use super::read_file::ReadFile;
+use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError};
+
+/// What the model is shown of a tool, built once at registration so every request carries the
+/// same bytes.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    pub mutates: bool,
+}
+
+/// A tool behind a uniform face, so tools of different argument types share one list: the
+/// arguments are parsed from the model's JSON text before the call starts.
+trait ErasedTool: Send + Sync {
+    fn start<'a>(
+        &'a self,
+        arguments: &str,
+        context: &'a ToolContext,
+    ) -> Result<BoxFuture<'a, Result<String, ToolError>>, serde_json::Error>;
+
+    fn touched_paths(&self, arguments: &str) -> Vec<PathBuf>;
+}
+
+impl<T: Tool> ErasedTool for T {
+    fn start<'a>(
+        &'a self,
+        arguments: &str,
+        context: &'a ToolContext,
+    ) -> Result<BoxFuture<'a, Result<String, ToolError>>, serde_json::Error> {
+        let args: T::Args = serde_json::from_str(object_text(arguments))?;
+        Ok(Box::pin(Tool::call(self, args, context)))
+    }
+
+    fn touched_paths(&self, arguments: &str) -> Vec<PathBuf> {
+        serde_json::from_str::<T::Args>(object_text(arguments))
+            .map(|args| args.touched_paths())
+            .unwrap_or_default()
+    }
+}
+
+/// Models send `""` for a call without arguments.
+fn object_text(arguments: &str) -> &str {
+    if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    }
+}
+
+struct Entry {
+    spec: ToolSpec,
+    /// A one-line reminder of the arguments, for parse errors.
+    usage: String,
+    tool: Box<dyn ErasedTool>,
+}
+
+/// The tools a session offers, in registration order.
+#[derive(Default)]
+pub struct Registry {
+    entries: Vec<Entry>,
+}
+
+impl Registry {
+    /// Every built-in tool. The order here is the order the model sees.
+    pub fn standard() -> Self {
+        let mut registry = Self::default();
+        registry.register(ReadFile);
+        registry.register(EditLines);
+        registry.register(Bash);
+        registry
+    }
+
+    /// Adds a tool at the end; a tool of the same name is replaced where it stands.
+    pub fn register<T: Tool>(&mut self, tool: T) -> &mut Self {
+        let definition = tool.definition();
+        let parameters = lean_schema::<T::Args>();
+        let entry = Entry {
+            usage: usage_line(definition.name, &parameters),
+            spec: ToolSpec {
+                name: definition.name,
+                description: definition.description,
+                parameters,
+                mutates: definition.mutates,
+            },
+            tool: Box::new(tool),
+        };
+        match self
+            .entries
+            .iter_mut()
+            .find(|existing| existing.spec.name == entry.spec.name)
+        {
+            Some(existing) => *existing = entry,
+            None => self.entries.push(entry),
+        }
+        self
+    }
+
+    /// The tools to offer, in order; plan mode leaves out the mutating ones.
+    pub fn specs(&self, include_mutating: bool) -> impl Iterator<Item = &ToolSpec> {
+        self.entries
+            .iter()
+            .map(|entry| &entry.spec)
+            .filter(move |spec| include_mutating || !spec.mutates)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.entry(name).map(|entry| &entry.spec)
+    }
+
+    /// Runs a tool on the model's argument text. Every failure is a message the model can act on,
+    /// and the result is bounded.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        context: &ToolContext,
+    ) -> Result<String, ToolError> {
+        let entry = self.entry(name).ok_or_else(|| self.unknown_tool(name))?;
+        let call = entry.tool.start(arguments, context).map_err(|error| {
+            ToolError::new(format!(
+                "invalid arguments for {name}: {error}. Expected {}",
+                entry.usage
+            ))
+        })?;
+        call.await
+            .map(bounded)
+            .map_err(|error| ToolError::new(bounded(error.message)))
+    }
+
+    /// The paths a call will modify, for a checkpoint before it runs. Nothing when the arguments
+    /// do not parse: the call will fail without touching anything.
+    pub fn touched_paths(&self, name: &str, arguments: &str) -> Vec<PathBuf> {
+        self.entry(name)
+            .map(|entry| entry.tool.touched_paths(arguments))
+            .unwrap_or_default()
+    }
+
+    fn entry(&self, name: &str) -> Option<&Entry> {
+        self.entries.iter().find(|entry| entry.spec.name == name)
+    }
+
+    fn unknown_tool(&self, name: &str) -> ToolError {
+        let available: Vec<&str> = self.entries.iter().map(|entry| entry.spec.name).collect();
+        ToolError::new(format!(
+            "there is no tool named `{name}`; the tools are: {}",
+            available.join(", ")
+        ))
+    }
+}
+
+/// Cuts a result at [`MAX_RESULT_BYTES`], with a note saying how to get the rest.
+fn bounded(mut text: String) -> String {
+    if text.len() <= MAX_RESULT_BYTES {
+        return text;
+    }
+    let total = text.len();
+    let mut cut = MAX_RESULT_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push_str(&format!(
+        "\n[result cut at {cut} of {total} bytes: ask for less at once (a line range, a narrower \
+         pattern, or output redirected to a file and read in parts)]"
+    ));
+    text
+}
+
+/// The argument schema as the model sees it: subschemas inlined (some providers reject `$ref`),
+/// and without what costs tokens on every request and tells the model nothing or trips strict
+/// validators: the meta-schema URL, the title, Rust's integer `format`s (`uint64`), and the
+/// `null` alternative of optional fields.
+fn lean_schema<A: ToolArgs>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.inline_subschemas = true;
+            settings.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = Value::from(generator.into_root_schema_for::<A>());
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("title");
+        object.remove("$schema");
+    }
+    strip_schema_noise(&mut schema);
+    schema
+}
+
+/// Walks schema positions only (not property names, which may be any word).
+fn strip_schema_noise(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    object.remove("format");
+    if let Some(Value::Array(types)) = object.get("type") {
+        let non_null: Vec<&Value> = types.iter().filter(|kind| *kind != "null").collect();
+        if let [only] = non_null.as_slice() {
+            let only = (*only).clone();
+            object.insert("type".to_owned(), only);
+        }
+    }
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        properties.values_mut().for_each(strip_schema_noise);
+    }
+    if let Some(items) = object.get_mut("items") {
+        strip_schema_noise(items);
+    }
+    for combinator in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(alternatives)) = object.get_mut(combinator) {
+            alternatives.iter_mut().for_each(strip_schema_noise);
+        }
+    }
+}
+
+/// `read_file {path: string, limit?: integer, offset?: integer}`: required arguments first.
+fn usage_line(name: &str, schema: &Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut arguments: Vec<(bool, String)> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(property, definition)| {
+                    let is_required = required.contains(&property.as_str());
+                    let marker = if is_required { "" } else { "?" };
+                    (
+                        !is_required,
+                        format!("{property}{marker}: {}", type_name(definition)),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    arguments.sort_by_key(|(optional, _)| *optional);
+    let arguments: Vec<String> = arguments.into_iter().map(|(_, text)| text).collect();
+    format!("{name} {{{}}}", arguments.join(", "))
+}
+
+fn type_name(definition: &Value) -> &str {
+    definition
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("value")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::tools::{ToolDefinition, test_context};
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    struct EchoArgs {
+        text: String,
+    }
+
+    impl ToolArgs for EchoArgs {}
+
+    /// Returns its text, to exercise the registry without a real tool's side effects.
+    struct Echo;
+
+    impl Tool for Echo {
+        type Args = EchoArgs;
+
+        fn definition(&self) -> ToolDefinition {
+            ToolDefinition {
+                name: "echo",
+                description: "Returns its text.",
+                mutates: false,
+            }
+        }
+
+        async fn call(&self, args: EchoArgs, _: &ToolContext) -> Result<String, ToolError> {
+            Ok(args.text)
+        }
+    }
+
+    fn names<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> Vec<&'static str> {
+        specs.map(|spec| spec.name).collect()
+    }
+
+    #[test]
+    fn the_standard_tools_come_in_registration_order() {
+        let registry = Registry::standard();
+        assert_eq!(
+            names(registry.specs(true)),
+            ["read_file", "edit_lines", "bash"]
+        );
+    }
+
+    #[test]
+    fn plan_mode_sees_only_tools_that_do_not_mutate() {
+        let registry = Registry::standard();
+        assert_eq!(names(registry.specs(false)), ["read_file"]);
+        assert!(registry.get("bash").unwrap().mutates);
+        assert!(registry.get("nothing").is_none());
+    }
+
+    #[test]
+    fn parameters_are_lean_self_contained_schemas() {
+        let registry = Registry::standard();
+        let read_file = &registry.get("read_file").unwrap().parameters;
+        assert_eq!(read_file["type"], "object");
+        assert_eq!(read_file["required"], serde_json::json!(["path"]));
+        assert_eq!(
+            read_file["properties"]["path"]["description"],
+            "Path relative to the workspace."
+        );
+        for spec in registry.specs(true) {
+            let text = spec.parameters.to_string();
+            for absent in ["$schema", "\"title\"", "$ref", "$defs", "format", "null"] {
+                assert!(!text.contains(absent), "{}: {text}", spec.name);
+            }
+        }
+        let edit_lines = &registry.get("edit_lines").unwrap().parameters;
+        let edit_ops = &edit_lines["properties"]["edits"]["items"]["properties"]["op"];
+        assert!(edit_ops.to_string().contains("insert_after"), "{edit_ops}");
+    }
+
+    #[test]
+    fn all_definitions_together_stay_small() {
+        let registry = Registry::standard();
+        let bytes: usize = registry
+            .specs(true)
+            .map(|spec| {
+                spec.name.len() + spec.description.len() + spec.parameters.to_string().len()
+            })
+            .sum();
+        assert!(bytes < 2500, "{bytes} bytes");
+    }
+
+    #[tokio::test]
+    async fn calls_are_dispatched_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+        let context = test_context(dir.path());
+        let registry = Registry::standard();
+
+        let result = registry
+            .call("read_file", r#"{"path": "a.txt"}"#, &context)
+            .await
+            .unwrap();
+
+        assert_eq!(result, crate::tools::hashline::format_line(1, "hello"));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_tool_lists_the_available_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = Registry::standard()
+            .call("write", "{}", &test_context(dir.path()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            "there is no tool named `write`; the tools are: read_file, edit_lines, bash"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_name_the_problem_and_the_expected_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let context = test_context(dir.path());
+        let registry = Registry::standard();
+
+        let missing = registry.call("read_file", "", &context).await.unwrap_err();
+        assert!(
+            missing
+                .message
+                .starts_with("invalid arguments for read_file: missing field `path`"),
+            "{missing}"
+        );
+        assert!(
+            missing
+                .message
+                .ends_with("Expected read_file {path: string, limit?: integer, offset?: integer}"),
+            "{missing}"
+        );
+
+        let broken = registry
+            .call("bash", r#"{"command": "ls""#, &context)
+            .await
+            .unwrap_err();
+        assert!(
+            broken.message.contains("invalid arguments for bash: EOF"),
+            "{broken}"
+        );
+        assert!(
+            broken
+                .message
+                .contains("bash {command: string, timeout_secs?: integer}"),
+            "{broken}"
+        );
+    }
+
+    #[tokio::test]
+    async fn results_are_bounded_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = Registry::default();
+        registry.register(Echo);
+        let long = "é".repeat(MAX_RESULT_BYTES);
+        let arguments = serde_json::json!({ "text": long }).to_string();
+
+        let result = registry
+            .call("echo", &arguments, &test_context(dir.path()))
+            .await
+            .unwrap();
+
+        let (kept, note) = result.split_once("\n[result cut").unwrap();
+        assert_eq!(kept.len(), MAX_RESULT_BYTES);
+        assert!(
+            note.starts_with(&format!(" at {MAX_RESULT_BYTES} of {} bytes", long.len())),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn registering_a_name_again_replaces_the_tool_in_place() {
+        let mut registry = Registry::default();
+        registry.register(Echo).register(Bash).register(Echo);
+        let names: Vec<&str> = registry.specs(true).map(|spec| spec.name).collect();
+        assert_eq!(names, ["echo", "bash"]);
+    }
+
+    #[test]
+    fn touched_paths_come_from_the_arguments() {
+        let registry = Registry::standard();
+        assert_eq!(
+            registry.touched_paths("edit_lines", r#"{"path": "src/a.rs", "edits": []}"#),
+            vec![PathBuf::from("src/a.rs")]
+        );
+        assert!(
+            registry
+                .touched_paths("bash", r#"{"command": "ls"}"#)
+                .is_empty()
+        );
+        assert!(registry.touched_paths("edit_lines", "not json").is_empty());
+        assert!(registry.touched_paths("nothing", "{}").is_empty());
+    }
+}

@@ -1,0 +1,363 @@
+//! The typed async client every frontend uses. It speaks JSON-RPC over a WebSocket on the
+//! daemon's Unix socket, and starts the daemon when nothing answers, as tmux does.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use jsonrpsee::async_client::{Client as RpcClient, ClientBuilder};
+use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
+use jsonrpsee::core::client::{ClientT, Error as RpcError, Subscription, SubscriptionClientT};
+use jsonrpsee::core::traits::ToRpcParams;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use tokio::net::UnixStream;
+
+use crate::event::Event;
+use crate::methods;
+use crate::paths::Paths;
+use crate::types::*;
+
+/// How long a client waits for a daemon it started to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+const START_POLL: Duration = Duration::from_millis(2);
+/// Large enough to hold a long replay while the consumer renders it.
+const SUBSCRIPTION_BUFFER: usize = 1 << 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "cannot connect to cwcoded at {socket}: {source}\n  start it with `cwcode-cli daemon start`, or check CWCODE_HOME / CWCODE_SOCKET"
+    )]
+    Connect { socket: PathBuf, source: io::Error },
+    #[error(
+        "cannot start cwcoded ({program}): {source}\n  is cwcoded installed next to this program or on PATH?"
+    )]
+    Spawn { program: PathBuf, source: io::Error },
+    #[error(
+        "cwcoded was started but did not answer on {socket} within {waited:?}{exit}\n  see {log} for why"
+    )]
+    StartTimeout {
+        socket: PathBuf,
+        waited: Duration,
+        exit: String,
+        log: PathBuf,
+    },
+    #[error("WebSocket handshake with cwcoded failed: {0}")]
+    Handshake(String),
+    /// The daemon answered with a JSON-RPC error.
+    #[error("{message} (code {code})")]
+    Rpc {
+        code: i32,
+        message: String,
+        data: Option<String>,
+    },
+    #[error("connection to cwcoded lost: {0}")]
+    Transport(String),
+    #[error("unexpected answer from cwcoded: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The JSON-RPC error code, when the daemon answered with one.
+    pub fn rpc_code(&self) -> Option<i32> {
+        match self {
+            ClientError::Rpc { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<RpcError> for ClientError {
+    fn from(error: RpcError) -> Self {
+        match error {
+            RpcError::Call(object) => ClientError::Rpc {
+                code: object.code(),
+                message: object.message().to_owned(),
+                data: object.data().map(|data| data.get().to_owned()),
+            },
+            RpcError::ParseError(error) => ClientError::Decode(error.to_string()),
+            other => ClientError::Transport(other.to_string()),
+        }
+    }
+}
+
+/// How to reach the daemon.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub paths: Paths,
+    /// Start `cwcoded` when the socket does not answer.
+    pub autostart: bool,
+    /// The daemon binary to start; by default `cwcoded` next to the running program, else on PATH.
+    pub daemon_program: Option<PathBuf>,
+}
+
+impl ConnectOptions {
+    pub fn new(paths: Paths) -> Self {
+        Self {
+            paths,
+            autostart: true,
+            daemon_program: None,
+        }
+    }
+}
+
+/// Params already serialised to JSON: by-name objects for the typed calls, anything for `rpc`.
+struct Prepared(Option<Box<RawValue>>);
+
+impl Prepared {
+    fn new(params: &impl Serialize) -> Result<Self, ClientError> {
+        serde_json::value::to_raw_value(params)
+            .map(|raw| Prepared(Some(raw)))
+            .map_err(|error| ClientError::Decode(error.to_string()))
+    }
+}
+
+impl ToRpcParams for Prepared {
+    fn to_rpc_params(self) -> Result<Option<Box<RawValue>>, serde_json::Error> {
+        Ok(self.0)
+    }
+}
+
+pub struct Client {
+    rpc: RpcClient,
+}
+
+impl Client {
+    /// Connects to the daemon, starting it first when `options.autostart` allows.
+    pub async fn connect(options: &ConnectOptions) -> Result<Self, ClientError> {
+        let socket = &options.paths.socket;
+        match UnixStream::connect(socket).await {
+            Ok(stream) => Self::handshake(stream).await,
+            Err(error) if options.autostart && daemon_absent(&error) => {
+                start_daemon(options).await?;
+                let stream =
+                    UnixStream::connect(socket)
+                        .await
+                        .map_err(|source| ClientError::Connect {
+                            socket: socket.clone(),
+                            source,
+                        })?;
+                Self::handshake(stream).await
+            }
+            Err(source) => Err(ClientError::Connect {
+                socket: socket.clone(),
+                source,
+            }),
+        }
+    }
+
+    async fn handshake(stream: UnixStream) -> Result<Self, ClientError> {
+        let url =
+            Url::parse("ws://localhost/").map_err(|e| ClientError::Handshake(e.to_string()))?;
+        let (sender, receiver) = WsTransportClientBuilder::default()
+            .build_with_stream(url, stream)
+            .await
+            .map_err(|error| ClientError::Handshake(error.to_string()))?;
+        let rpc = ClientBuilder::default()
+            .request_timeout(Duration::from_secs(600))
+            .max_buffer_capacity_per_subscription(SUBSCRIPTION_BUFFER)
+            .build_with_tokio(sender, receiver);
+        Ok(Self { rpc })
+    }
+
+    async fn call<P: Serialize, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: P,
+    ) -> Result<R, ClientError> {
+        Ok(self.rpc.request(method, Prepared::new(&params)?).await?)
+    }
+
+    /// Calls any method with raw JSON params and returns the raw JSON result.
+    pub async fn call_raw(
+        &self,
+        method: &str,
+        params: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, ClientError> {
+        let params = match params {
+            Some(value) => Prepared::new(&value)?,
+            None => Prepared(None),
+        };
+        Ok(self.rpc.request(method, params).await?)
+    }
+
+    pub async fn info(&self) -> Result<DaemonInfo, ClientError> {
+        self.call(methods::DAEMON_INFO, serde_json::json!({})).await
+    }
+
+    pub async fn shutdown(&self) -> Result<(), ClientError> {
+        let _: serde_json::Value = self
+            .call(methods::DAEMON_SHUTDOWN, serde_json::json!({}))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn create_session(
+        &self,
+        params: &CreateSessionParams,
+    ) -> Result<SessionInfo, ClientError> {
+        self.call(methods::SESSION_CREATE, params).await
+    }
+
+    pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>, ClientError> {
+        self.call(methods::SESSION_LIST, serde_json::json!({}))
+            .await
+    }
+
+    pub async fn get_session(&self, session_id: &str) -> Result<SessionInfo, ClientError> {
+        self.call(methods::SESSION_GET, session_ref(session_id))
+            .await
+    }
+
+    pub async fn delete_session(&self, session_id: &str) -> Result<(), ClientError> {
+        let _: serde_json::Value = self
+            .call(methods::SESSION_DELETE, session_ref(session_id))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn send(&self, session_id: &str, text: &str) -> Result<SendResult, ClientError> {
+        let params = SendParams {
+            session_id: session_id.to_owned(),
+            text: text.to_owned(),
+        };
+        self.call(methods::SESSION_SEND, params).await
+    }
+
+    pub async fn cancel(&self, session_id: &str) -> Result<CancelResult, ClientError> {
+        self.call(methods::SESSION_CANCEL, session_ref(session_id))
+            .await
+    }
+
+    pub async fn set_mode(&self, session_id: &str, mode: Mode) -> Result<SessionInfo, ClientError> {
+        let params = SetModeParams {
+            session_id: session_id.to_owned(),
+            mode,
+        };
+        self.call(methods::SESSION_SET_MODE, params).await
+    }
+
+    pub async fn respond_approval(
+        &self,
+        params: &ApprovalRespondParams,
+    ) -> Result<(), ClientError> {
+        let _: serde_json::Value = self.call(methods::APPROVAL_RESPOND, params).await?;
+        Ok(())
+    }
+
+    pub async fn list_profiles(&self) -> Result<Vec<ProfileInfo>, ClientError> {
+        self.call(methods::PROFILE_LIST, serde_json::json!({}))
+            .await
+    }
+
+    /// Subscribes to a session's events. With `since: Some(seq)` the journal is replayed from
+    /// after `seq` first; the live stream follows with no gap and no duplicate.
+    pub async fn subscribe(
+        &self,
+        session_id: &str,
+        since: Option<u64>,
+    ) -> Result<EventStream, ClientError> {
+        let params = SubscribeParams {
+            session_id: session_id.to_owned(),
+            since,
+        };
+        let inner = self
+            .rpc
+            .subscribe(
+                methods::SESSION_SUBSCRIBE,
+                Prepared::new(&params)?,
+                methods::SESSION_UNSUBSCRIBE,
+            )
+            .await?;
+        Ok(EventStream { inner })
+    }
+}
+
+fn session_ref(session_id: &str) -> SessionRef {
+    SessionRef {
+        session_id: session_id.to_owned(),
+    }
+}
+
+/// A live stream of one session's events.
+pub struct EventStream {
+    inner: Subscription<Event>,
+}
+
+impl EventStream {
+    /// The next event; `None` when the connection to the daemon closed.
+    pub async fn next(&mut self) -> Option<Result<Event, ClientError>> {
+        let item = self.inner.next().await?;
+        Some(item.map_err(|error| ClientError::Decode(error.to_string())))
+    }
+}
+
+fn daemon_absent(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// The daemon binary: `cwcoded` beside the current executable when present, else from PATH.
+pub fn default_daemon_program() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("cwcoded")))
+        .filter(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from("cwcoded"))
+}
+
+/// Starts `cwcoded --background` and waits until its socket accepts connections.
+pub async fn start_daemon(options: &ConnectOptions) -> Result<(), ClientError> {
+    let program = options
+        .daemon_program
+        .clone()
+        .unwrap_or_else(default_daemon_program);
+    let mut child = Command::new(&program)
+        .arg("--background")
+        .env(crate::paths::HOME_ENV, &options.paths.home)
+        .env(crate::paths::SOCKET_ENV, &options.paths.socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|source| ClientError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+    let started = Instant::now();
+    let mut exit = String::new();
+    while started.elapsed() < START_TIMEOUT {
+        if socket_answers(&options.paths.socket).await {
+            reap_in_background(child);
+            return Ok(());
+        }
+        // Another client may have won the race to start it: keep waiting for its socket.
+        if exit.is_empty()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            exit = format!(" (the process we started exited with {status})");
+        }
+        tokio::time::sleep(START_POLL).await;
+    }
+    Err(ClientError::StartTimeout {
+        socket: options.paths.socket.clone(),
+        waited: START_TIMEOUT,
+        exit,
+        log: options.paths.logs_dir().join("cwcoded.log"),
+    })
+}
+
+async fn socket_answers(socket: &Path) -> bool {
+    UnixStream::connect(socket).await.is_ok()
+}
+
+/// The daemon outlives this process; while we live, collect its exit status so it never lingers
+/// as a zombie.
+fn reap_in_background(mut child: std::process::Child) {
+    std::thread::spawn(move || child.wait());
+}

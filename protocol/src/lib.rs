@@ -1,0 +1,16 @@
+//! The cwcode wire protocol: JSON-RPC method names, request and event types, error codes, the
+//! on-disk locations every process agrees on, and the typed async client that frontends use.
+//!
+//! Frontends depend on this crate only; they never link the daemon.
+
+pub mod client;
+pub mod error;
+pub mod event;
+pub mod methods;
+pub mod paths;
+pub mod types;
+
+pub use client::{Client, ClientError, ConnectOptions};
+pub use error::ErrorCode;
+pub use event::{Event, EventKind, TurnOutcome};
+pub use types::*;

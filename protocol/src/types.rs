@@ -1,0 +1,215 @@
+//! Request, result and state types of the JSON-RPC API. Fields are camelCase on the wire.
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the agent may do without asking (SPEC §5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Only non-mutating tools are offered.
+    Plan,
+    /// Every tool is offered; each mutating call waits for an approval.
+    #[default]
+    Code,
+    /// Every tool is offered and approved without asking.
+    Yolo,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Plan, Mode::Code, Mode::Yolo];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Plan => "plan",
+            Mode::Code => "code",
+            Mode::Yolo => "yolo",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode `{0}`: expected plan, code or yolo")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for Mode {
+    type Err = UnknownMode;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str().eq_ignore_ascii_case(text))
+            .ok_or_else(|| UnknownMode(text.to_owned()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    #[default]
+    Idle,
+    Running,
+    AwaitingApproval,
+}
+
+/// A session's metadata, as stored in `sessions/<id>/session.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub id: String,
+    pub title: String,
+    /// The workspace: every path the tools touch is confined to it.
+    pub cwd: String,
+    pub profile: String,
+    pub mode: Mode,
+    pub status: SessionStatus,
+    /// RFC 3339 timestamps.
+    pub created: String,
+    pub updated: String,
+    /// Number of prompts accepted so far (prompt N is turn N).
+    #[serde(default)]
+    pub turns: u32,
+    /// Sequence number of the newest journalled event.
+    #[serde(default)]
+    pub last_seq: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionParams {
+    /// Workspace directory; must exist. Clients send their own working directory.
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRef {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SendParams {
+    pub session_id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SendResult {
+    /// The prompt's number in the session; its turn events carry the same number.
+    pub turn: u32,
+    /// True when another turn was running and this prompt waits behind it.
+    pub queued: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelResult {
+    /// False when no turn was running.
+    pub cancelled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeParams {
+    pub session_id: String,
+    pub mode: Mode,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribeParams {
+    pub session_id: String,
+    /// Replay every journalled event with a larger `seq` before streaming live ones.
+    /// `0` replays the whole journal; absent means live events only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run this call.
+    Approve,
+    /// Run this call and every later call of the same tool in this session.
+    Always,
+    /// Do not run it; the model is told, with the reason if one is given.
+    Deny,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRespondParams {
+    pub session_id: String,
+    pub request_id: String,
+    pub decision: ApprovalDecision,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonInfo {
+    pub version: String,
+    pub pid: u32,
+    pub home: String,
+    pub socket: String,
+    pub started: String,
+    pub uptime_ms: u64,
+    pub sessions: usize,
+    pub running_turns: usize,
+}
+
+/// A provider profile as the API shows it: never the key, only whether one is available.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileInfo {
+    pub name: String,
+    pub base_url: String,
+    pub model: String,
+    pub has_key: bool,
+    pub is_default: bool,
+}
+
+/// Token usage of one model call, or summed over a turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+}
+
+/// A tool call the model asked for. `arguments` is the JSON text exactly as the model sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}

@@ -1,0 +1,210 @@
+//! A fake OpenAI-compatible `/chat/completions` endpoint on 127.0.0.1 that streams real SSE
+//! bytes. Each request takes the next scripted responder, which sees the request body, so a
+//! script can answer from what the daemon sent (a hash it read, a tool result).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+/// One SSE frame and how long to wait before sending it.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub delay: Duration,
+    pub bytes: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Stream(Vec<Frame>),
+    Status(u16, String),
+}
+
+type Responder = Box<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+#[derive(Default)]
+struct Inner {
+    script: Mutex<VecDeque<Responder>>,
+    requests: Mutex<Vec<Value>>,
+}
+
+pub struct FakeProvider {
+    /// The `base_url` for a profile: `http://127.0.0.1:PORT/v1`.
+    pub url: String,
+    inner: Arc<Inner>,
+}
+
+impl FakeProvider {
+    pub async fn start() -> Self {
+        let inner = Arc::new(Inner::default());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .with_state(Arc::clone(&inner));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, inner }
+    }
+
+    /// Queues the answer to the next request.
+    pub fn then(&self, responder: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> &Self {
+        self.inner
+            .script
+            .lock()
+            .unwrap()
+            .push_back(Box::new(responder));
+        self
+    }
+
+    /// Queues a fixed answer.
+    pub fn reply(&self, reply: Reply) -> &Self {
+        self.then(move |_| reply.clone())
+    }
+
+    /// Every request body received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.inner.requests.lock().unwrap().clone()
+    }
+}
+
+async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    inner.requests.lock().unwrap().push(request.clone());
+    let responder = inner.script.lock().unwrap().pop_front();
+    let reply = match responder {
+        Some(responder) => responder(&request),
+        None => text("(the fake provider has no more scripted answers)"),
+    };
+    match reply {
+        Reply::Status(status, body) => Response::builder()
+            .status(StatusCode::from_u16(status).unwrap())
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .unwrap(),
+        Reply::Stream(frames) => {
+            let stream = futures::stream::unfold(frames.into_iter(), |mut frames| async move {
+                let frame = frames.next()?;
+                if !frame.delay.is_zero() {
+                    tokio::time::sleep(frame.delay).await;
+                }
+                Some((Ok::<_, Infallible>(Bytes::from(frame.bytes)), frames))
+            });
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+    }
+}
+
+fn data(value: &Value) -> Frame {
+    Frame {
+        delay: Duration::ZERO,
+        bytes: format!("data: {value}\n\n"),
+    }
+}
+
+fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+    })
+}
+
+fn closing(finish_reason: &str) -> Vec<Frame> {
+    vec![
+        data(&chunk(json!({}), Some(finish_reason))),
+        data(&json!({
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
+                      "prompt_tokens_details": {"cached_tokens": 64}}
+        })),
+        Frame {
+            delay: Duration::ZERO,
+            bytes: "data: [DONE]\n\n".to_owned(),
+        },
+    ]
+}
+
+/// A plain answer, streamed a word at a time.
+pub fn text(answer: &str) -> Reply {
+    let mut frames = vec![data(&chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))];
+    for word in answer.split_inclusive(' ') {
+        frames.push(data(&chunk(json!({"content": word}), None)));
+    }
+    frames.extend(closing("stop"));
+    Reply::Stream(frames)
+}
+
+/// One or more tool calls, each streamed in two argument pieces as real providers do.
+pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Reply {
+    let mut frames = vec![data(&chunk(
+        json!({"role": "assistant", "content": null}),
+        None,
+    ))];
+    for (index, (id, name, arguments)) in calls.iter().enumerate() {
+        let arguments = arguments.to_string();
+        let (head, tail) = arguments.split_at(arguments.len() / 2);
+        frames.push(data(&chunk(
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                   "function": {"name": name, "arguments": head}}]}),
+            None,
+        )));
+        frames.push(data(&chunk(
+            json!({"tool_calls": [{"index": index, "function": {"arguments": tail}}]}),
+            None,
+        )));
+    }
+    frames.extend(closing("tool_calls"));
+    Reply::Stream(frames)
+}
+
+/// The same reply with a pause before every frame.
+pub fn slowly(reply: Reply, delay: Duration) -> Reply {
+    match reply {
+        Reply::Stream(frames) => Reply::Stream(
+            frames
+                .into_iter()
+                .map(|frame| Frame { delay, ..frame })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The content of the last `tool` message of a request: what the previous tool call returned.
+pub fn last_tool_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|message| message["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The `N:HHH` anchor of line `line` in a read_file result.
+pub fn anchor(read_output: &str, line: usize) -> (usize, String) {
+    let prefix = format!("{line}:");
+    let entry = read_output
+        .lines()
+        .find(|text| text.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("line {line} not in read_file output:\n{read_output}"));
+    let hash = entry[prefix.len()..prefix.len() + 3].to_owned();
+    (line, hash)
+}
