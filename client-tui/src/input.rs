@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cwcode_protocol::{
-    ApprovalDecision, ApprovalRespondParams, Client, ClientError, ErrorCode, Mode,
+    ApprovalDecision, ApprovalRespondParams, Client, ClientError, ErrorCode, Mode, SessionStatus,
 };
 use tokio::signal::unix::Signal;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -283,7 +283,8 @@ impl Repl {
         }
         if let Some(front) = self.approvals.front().cloned() {
             let mut screen = screen::lock(&self.screen);
-            if self.asked.as_deref() != Some(front.request_id.as_str()) {
+            let first_time = self.asked.as_deref() != Some(front.request_id.as_str());
+            if first_time {
                 // Details again unless the printer has just shown them for this very request.
                 if self.just_requested.as_deref() != Some(front.request_id.as_str()) {
                     let details =
@@ -292,7 +293,7 @@ impl Repl {
                 }
                 self.asked = Some(front.request_id.clone());
             }
-            screen.ask(&render::approval_question(&front.tool));
+            screen.ask(&render::approval_question(&front.tool), first_time);
             return;
         }
         if self.busy() {
@@ -440,8 +441,24 @@ impl Repl {
     async fn cancel(&mut self) {
         match self.client.cancel(&self.session_id).await {
             Ok(result) if result.cancelled => self.note("· cancelling the turn…"),
-            Ok(_) => self.note("· no turn is running"),
+            Ok(_) => {
+                self.note("· no turn is running");
+                self.resync().await;
+            }
             Err(error) => self.screen().error(&describe_error(&error)),
+        }
+    }
+
+    /// Trusts the daemon over our count of turns when it says nothing runs: were a turn's end
+    /// never journalled, the prompt would otherwise stay hidden for good.
+    async fn resync(&mut self) {
+        if let Ok(info) = self.client.get_session(&self.session_id).await
+            && info.status == SessionStatus::Idle
+            && info.turns <= self.highest_turn
+        {
+            self.finished_turn = self.highest_turn;
+            self.approvals.clear();
+            self.asked = None;
         }
     }
 

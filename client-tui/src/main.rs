@@ -33,6 +33,9 @@ use crate::screen::Screen;
 /// goes on in the daemon, its events are journalled, and a tool call that needs approval waits
 /// for you. Attach again from any terminal to see everything that happened meanwhile.
 ///
+/// Inside, end a line with \ to continue the prompt on the next one. Ctrl+C cancels the
+/// running turn; pressed twice within 2 s while nothing runs, it quits (like /detach).
+///
 /// Examples:
 ///   cwcode                        new session here, in code mode
 ///   cwcode --mode plan            new session that may only read, to plan a change
@@ -121,13 +124,16 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl+C")?;
     let repl = Repl::new(
         Arc::clone(&client),
-        screen,
+        Arc::clone(&screen),
         info.id.clone(),
         info.mode,
         info.turns,
         interactive,
     );
-    match repl.run(read_stdin(), notices_rx, interrupts).await {
+    let exit = repl.run(read_stdin(), notices_rx, interrupts).await;
+    // The last words must not land after a prompt that is still showing.
+    crate::screen::lock(&screen).end_line();
+    match exit {
         Exit::Detached => {
             println!("{}", render::detached(&info.id, &info.cwd));
             Ok(ExitCode::SUCCESS)

@@ -112,12 +112,13 @@ impl Screen {
         self.prompt_visible = true;
     }
 
-    /// An approval question: the prompt itself on a terminal, a line of its own otherwise, so a
-    /// transcript of a piped session still shows what was asked.
-    pub fn ask(&mut self, question: &str) {
+    /// An approval question: the prompt itself on a terminal (redrawn whenever output pushed
+    /// it away), otherwise a line of its own, printed once, so a transcript of a piped session
+    /// still shows what was asked.
+    pub fn ask(&mut self, question: &str, first_time: bool) {
         if self.interactive {
             self.prompt(question);
-        } else {
+        } else if first_time {
             self.line(question.trim_end());
         }
     }
@@ -239,7 +240,8 @@ mod tests {
     fn piped_input_draws_no_prompt_but_shows_questions() {
         let (mut screen, out) = screen(false);
         screen.prompt("> ");
-        screen.ask("approve bash? ");
+        screen.ask("approve bash? ", true);
+        screen.ask("approve bash? ", false);
         assert_eq!(out.text(), "approve bash?\n");
     }
 

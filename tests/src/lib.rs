@@ -17,8 +17,13 @@ use cwcode_protocol::{Client, ConnectOptions, Event, EventKind};
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "cwcoded", "-p", "cwcode-cli"])
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--quiet", "-p", "cwcoded", "-p", "cwcode-cli"]);
+        // Benchmarks are compiled with optimisations and measure release binaries.
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        let status = build
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
             .status()
             .expect("run cargo build");

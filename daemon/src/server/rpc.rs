@@ -35,7 +35,7 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         SessionError::Profile(_) => ErrorCode::ProfileNotFound,
         SessionError::Approval(_) => ErrorCode::ApprovalNotFound,
         SessionError::ShuttingDown => ErrorCode::ShuttingDown,
-        SessionError::Journal(_) | SessionError::Write(_) | SessionError::Read { .. } => {
+        SessionError::Journal(_) | SessionError::Write(_) | SessionError::Io { .. } => {
             ErrorCode::Storage
         }
     };

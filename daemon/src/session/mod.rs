@@ -51,8 +51,8 @@ pub enum SessionError {
     Journal(#[from] JournalError),
     #[error(transparent)]
     Write(#[from] WriteError),
-    #[error("cannot read {path}: {reason}")]
-    Read { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    Io { path: PathBuf, reason: String },
     #[error(transparent)]
     Approval(#[from] ApprovalNotFound),
     #[error("the daemon is shutting down: retry once it has restarted")]
@@ -133,7 +133,9 @@ impl Session {
                 return Err(SessionError::ShuttingDown);
             };
             let turn = control.next_turn;
-            let queued = self.in_flight.fetch_add(1, Ordering::SeqCst) > 0;
+            // Sends are serialised by the control lock; the runner only ever lowers the count,
+            // so at worst a prompt is journalled as queued just as the queue empties.
+            let queued = self.in_flight.load(Ordering::SeqCst) > 0;
             if queued {
                 self.log.publish(EventKind::PromptQueued {
                     turn,
@@ -141,9 +143,9 @@ impl Session {
                 })?;
             }
             if queue.send(QueuedPrompt { turn, text }).is_err() {
-                self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 return Err(SessionError::ShuttingDown);
             }
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
             control.next_turn += 1;
             (turn, queued)
         };
@@ -217,7 +219,7 @@ impl Session {
 }
 
 fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
-    let mut bytes = serde_json::to_vec_pretty(info).map_err(|error| SessionError::Read {
+    let mut bytes = serde_json::to_vec_pretty(info).map_err(|error| SessionError::Io {
         path: dir.join(INFO_FILE),
         reason: error.to_string(),
     })?;
@@ -226,7 +228,7 @@ fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
 }
 
 fn read_file(path: &Path) -> Result<String, SessionError> {
-    std::fs::read_to_string(path).map_err(|error| SessionError::Read {
+    std::fs::read_to_string(path).map_err(|error| SessionError::Io {
         path: path.to_owned(),
         reason: error.to_string(),
     })
@@ -360,7 +362,7 @@ impl Sessions {
     fn open(&self, dir: &Path) -> Result<Arc<Session>, SessionError> {
         let info_path = dir.join(INFO_FILE);
         let info: SessionInfo =
-            serde_json::from_str(&read_file(&info_path)?).map_err(|error| SessionError::Read {
+            serde_json::from_str(&read_file(&info_path)?).map_err(|error| SessionError::Io {
                 path: info_path.clone(),
                 reason: error.to_string(),
             })?;
@@ -450,7 +452,7 @@ impl Sessions {
         };
         let id = uuid::Uuid::now_v7().simple().to_string();
         let dir = self.shared.paths.session_dir(&id);
-        std::fs::create_dir_all(&dir).map_err(|error| SessionError::Read {
+        std::fs::create_dir_all(&dir).map_err(|error| SessionError::Io {
             path: dir.clone(),
             reason: error.to_string(),
         })?;
@@ -532,7 +534,7 @@ impl Sessions {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(&session.id);
-        std::fs::remove_dir_all(&session.dir).map_err(|error| SessionError::Read {
+        std::fs::remove_dir_all(&session.dir).map_err(|error| SessionError::Io {
             path: session.dir.clone(),
             reason: error.to_string(),
         })
