@@ -38,7 +38,7 @@ pub struct EditFileArgs {
     pub edits: Option<Vec<Replacement>>,
 }
 
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct Replacement {
     pub old_string: String,
     pub new_string: String,
@@ -244,7 +244,9 @@ fn replace(
         );
     }
     if replacement.old_string == replacement.new_string {
-        return Err("old_string and new_string are the same: there is nothing to change".to_owned());
+        return Err(
+            "old_string and new_string are the same: there is nothing to change".to_owned(),
+        );
     }
     let haystack = Normalised::new(text);
     let found: Vec<usize> = haystack
@@ -288,11 +290,7 @@ fn replace(
 /// usually where a model's copy went wrong or where the text moved.
 fn not_found(text: &str, needle: &str, shown_as: &str) -> String {
     let mut message = format!("old_string was not found in `{shown_as}`");
-    let Some(first) = needle
-        .lines()
-        .map(str::trim)
-        .find(|line| !line.is_empty())
-    else {
+    let Some(first) = needle.lines().map(str::trim).find(|line| !line.is_empty()) else {
         message.push_str(": it is only whitespace; give the text to replace");
         return message;
     };
@@ -325,7 +323,12 @@ fn not_found(text: &str, needle: &str, shown_as: &str) -> String {
         .map(|(_, index)| *index..*index + 1)
         .filter(|line| !block.contains(&line.start));
     for range in std::iter::once(block.clone()).chain(others) {
-        for (index, line) in file_lines.iter().enumerate().take(range.end).skip(range.start) {
+        for (index, line) in file_lines
+            .iter()
+            .enumerate()
+            .take(range.end)
+            .skip(range.start)
+        {
             let _ = write!(message, "\n{}| {line}", index + 1);
         }
     }
@@ -343,7 +346,8 @@ struct Bigrams {
 impl Bigrams {
     fn of(line: &str) -> Self {
         let chars: Vec<char> = line.chars().take(MAX_SCORED_CHARS).collect();
-        let mut pairs: Vec<(char, char)> = chars.windows(2).map(|pair| (pair[0], pair[1])).collect();
+        let mut pairs: Vec<(char, char)> =
+            chars.windows(2).map(|pair| (pair[0], pair[1])).collect();
         pairs.sort_unstable();
         Self {
             text: chars.into_iter().collect(),
@@ -457,12 +461,11 @@ mod tests {
     #[tokio::test]
     async fn replaces_a_unique_string_and_forgets_the_read() {
         let fixture = Fixture::new("fn a() {\n    old();\n}\n");
-        fixture
-            .context
-            .reads
-            .lock()
-            .unwrap()
-            .record(fixture.path.clone(), 3, [(2, "    old();".to_owned())]);
+        fixture.context.reads.lock().unwrap().record(
+            fixture.path.clone(),
+            3,
+            [(2, "    old();".to_owned())],
+        );
 
         let result = fixture
             .edit(json!({"old_string": "old();", "new_string": "new();\n    more();"}))
@@ -471,7 +474,15 @@ mod tests {
 
         assert_eq!(result, "Edited `f.txt`: 1 replacement at line 2.");
         assert_eq!(fixture.content(), "fn a() {\n    new();\n    more();\n}\n");
-        assert_eq!(fixture.context.reads.lock().unwrap().shown(&fixture.path, 2), None);
+        assert_eq!(
+            fixture
+                .context
+                .reads
+                .lock()
+                .unwrap()
+                .shown(&fixture.path, 2),
+            None
+        );
     }
 
     #[tokio::test]
@@ -529,18 +540,20 @@ mod tests {
 
     #[tokio::test]
     async fn nbsp_and_space_match_each_other() {
-        let fixture = Fixture::new("let\u{a0}x = 1;\nlet y = 2;\n");
+        let fixture = Fixture::new("a\u{a0}=\u{a0}1;\nb = 2;\n");
 
         fixture
-            .edit(json!({"old_string": "let x = 1;", "new_string": "let x = 10;"}))
+            .edit(json!({"old_string": "b\u{a0}= 2;", "new_string": "b\u{a0}= 3;"}))
             .await
             .unwrap();
         fixture
-            .edit(json!({"old_string": "let\u{a0}y = 2;", "new_string": "let\u{a0}y = 20;"}))
+            .edit(json!({"old_string": "a = 1;", "new_string": "a = 4;"}))
             .await
             .unwrap();
 
-        assert_eq!(fixture.content(), "let x = 10;\nlet\u{a0}y = 20;\n");
+        // The file had no-break spaces, so the one in the first new_string is kept; the second
+        // new_string has plain spaces and is written as given.
+        assert_eq!(fixture.content(), "a = 4;\nb\u{a0}= 3;\n");
     }
 
     #[tokio::test]
@@ -566,11 +579,11 @@ mod tests {
             .await
             .unwrap();
 
-        assert_eq!(fixture.content(), "first\nextra\nbetA\ngammA\n");
+        assert_eq!(fixture.content(), "first\nextrA\nbetA\ngammA\n");
         assert_eq!(
             result,
             "Edited `f.txt`: edit 1: 1 replacement at line 1; edit 2: 1 replacement at line 1; \
-             edit 3: 2 replacements at lines 3, 4."
+             edit 3: 3 replacements at lines 2, 3, 4."
         );
     }
 
@@ -648,8 +661,14 @@ mod tests {
                 ]}),
                 "not both",
             ),
-            (json!({"old_string": "", "new_string": "b"}), "old_string is empty"),
-            (json!({"old_string": "a", "new_string": "a"}), "are the same"),
+            (
+                json!({"old_string": "", "new_string": "b"}),
+                "old_string is empty",
+            ),
+            (
+                json!({"old_string": "a", "new_string": "a"}),
+                "are the same",
+            ),
         ];
         for (arguments, expected) in cases {
             let error = fixture.edit(arguments).await.unwrap_err();
@@ -663,15 +682,17 @@ mod tests {
         let fixture = Fixture::new("a\n");
         fs::write(fixture.context.workspace.root().join("bin"), b"a\0b").unwrap();
         let call = |path: &str| {
-            let args: EditFileArgs = serde_json::from_value(
-                json!({"path": path, "old_string": "a", "new_string": "b"}),
-            )
-            .unwrap();
+            let args: EditFileArgs =
+                serde_json::from_value(json!({"path": path, "old_string": "a", "new_string": "b"}))
+                    .unwrap();
             EditFile.call(args, &fixture.context)
         };
 
         let missing = call("nope.txt").await.unwrap_err();
-        assert!(missing.message.contains("create the file with write_file"), "{missing}");
+        assert!(
+            missing.message.contains("create the file with write_file"),
+            "{missing}"
+        );
         let binary = call("bin").await.unwrap_err();
         assert!(binary.message.contains("binary file"), "{binary}");
         let outside = call("../f.txt").await.unwrap_err();

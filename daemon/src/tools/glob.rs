@@ -64,9 +64,13 @@ fn find(
 ) -> Result<String, ToolError> {
     let workspace = &context.workspace;
     let mut found: Vec<(SystemTime, String)> = Vec::new();
-    for entry in walker(workspace, &walk_start(workspace, root, pattern), names_hidden(pattern))
-        .build()
-        .flatten()
+    for entry in walker(
+        workspace,
+        &walk_start(workspace, root, pattern),
+        names_hidden(pattern),
+    )
+    .build()
+    .flatten()
     {
         if context.cancel.is_cancelled() {
             return Err(ToolError::new("cancelled: the search was stopped"));
@@ -315,14 +319,20 @@ mod tests {
         write(dir.path(), ".github/ci.yml", "");
         write(dir.path(), ".git/config", "");
 
-        assert_eq!(glob(dir.path(), "**/*.rs", None).await.unwrap(), "src/main.rs");
+        assert_eq!(
+            glob(dir.path(), "**/*.rs", None).await.unwrap(),
+            "src/main.rs"
+        );
         assert!(
             glob(dir.path(), "*.log", None)
                 .await
                 .unwrap()
                 .starts_with("No files match `*.log`")
         );
-        assert_eq!(glob(dir.path(), "*.yml", None).await.unwrap(), "No files match `*.yml` under `.` (gitignored files are skipped, and hidden ones unless the pattern names them).");
+        assert_eq!(
+            glob(dir.path(), "*.yml", None).await.unwrap(),
+            "No files match `*.yml` under `.` (gitignored files are skipped, and hidden ones unless the pattern names them)."
+        );
         assert_eq!(
             glob(dir.path(), ".github/*.yml", None).await.unwrap(),
             ".github/ci.yml"
@@ -366,7 +376,10 @@ mod tests {
         let absolute = glob(dir.path(), "/etc/*", None).await.unwrap_err();
         assert!(absolute.message.contains("is absolute"), "{absolute}");
         let missing = glob(dir.path(), "*.rs", Some("nope")).await.unwrap_err();
-        assert!(missing.message.contains("`nope` does not exist"), "{missing}");
+        assert!(
+            missing.message.contains("`nope` does not exist"),
+            "{missing}"
+        );
         let file = glob(dir.path(), "*.rs", Some("a.rs")).await.unwrap_err();
         assert!(file.message.contains("is not a directory"), "{file}");
     }

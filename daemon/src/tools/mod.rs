@@ -2,10 +2,15 @@
 //! it is one line in [`Registry::standard`].
 
 mod bash;
+mod edit_file;
 mod edit_lines;
+mod glob;
+mod grep;
 pub mod hashline;
+mod ls;
 mod read_file;
 mod registry;
+mod write_file;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -8,8 +8,13 @@ use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
 use super::bash::Bash;
+use super::edit_file::EditFile;
 use super::edit_lines::EditLines;
+use super::glob::Glob;
+use super::grep::Grep;
+use super::ls::Ls;
 use super::read_file::ReadFile;
+use super::write_file::WriteFile;
 use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError};
 
 /// What the model is shown of a tool, built once at registration so every request carries the
@@ -81,6 +86,11 @@ impl Registry {
         registry.register(ReadFile);
         registry.register(EditLines);
         registry.register(Bash);
+        registry.register(WriteFile);
+        registry.register(EditFile);
+        registry.register(Glob);
+        registry.register(Grep);
+        registry.register(Ls);
         registry
     }
 
@@ -307,14 +317,26 @@ mod tests {
         let registry = Registry::standard();
         assert_eq!(
             names(registry.specs(true)),
-            ["read_file", "edit_lines", "bash"]
+            [
+                "read_file",
+                "edit_lines",
+                "bash",
+                "write_file",
+                "edit_file",
+                "glob",
+                "grep",
+                "ls"
+            ]
         );
     }
 
     #[test]
     fn plan_mode_sees_only_tools_that_do_not_mutate() {
         let registry = Registry::standard();
-        assert_eq!(names(registry.specs(false)), ["read_file"]);
+        assert_eq!(
+            names(registry.specs(false)),
+            ["read_file", "glob", "grep", "ls"]
+        );
         assert!(registry.get("bash").unwrap().mutates);
         assert!(registry.get("nothing").is_none());
     }
@@ -349,7 +371,7 @@ mod tests {
                 spec.name.len() + spec.description.len() + spec.parameters.to_string().len()
             })
             .sum();
-        assert!(bytes < 2500, "{bytes} bytes");
+        assert!(bytes < 6000, "{bytes} bytes");
     }
 
     #[tokio::test]
@@ -376,7 +398,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             error.message,
-            "there is no tool named `write`; the tools are: read_file, edit_lines, bash"
+            "there is no tool named `write`; the tools are: read_file, edit_lines, bash, \
+             write_file, edit_file, glob, grep, ls"
         );
     }
 

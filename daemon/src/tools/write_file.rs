@@ -185,7 +185,10 @@ mod tests {
 
         assert_eq!(result, "Overwrote `run.sh` (2 lines).");
         assert_eq!(fs::read_to_string(&file).unwrap(), "#!/bin/sh\necho new");
-        assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o751);
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o751
+        );
         assert_eq!(context.reads.lock().unwrap().shown(&key, 1), None);
         let leftovers = fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(leftovers, 1, "the temporary file is gone");
@@ -251,10 +254,7 @@ mod tests {
         let context = test_context(&root);
 
         for path in ["../x.txt", "escape/x.txt", "/tmp/cwcode-never-written.txt"] {
-            let error = WriteFile
-                .call(args(path, "x"), &context)
-                .await
-                .unwrap_err();
+            let error = WriteFile.call(args(path, "x"), &context).await.unwrap_err();
             assert!(error.message.contains("refused"), "{path}: {error}");
         }
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
@@ -279,7 +279,10 @@ mod tests {
             .call(args("file/inner.txt", "x"), &context)
             .await
             .unwrap_err();
-        assert!(blocked.message.contains("is a file in the way"), "{blocked}");
+        assert!(
+            blocked.message.contains("is a file in the way"),
+            "{blocked}"
+        );
     }
 
     #[test]
