@@ -26,7 +26,8 @@ use cwcode_protocol::{
 ///   cwcode-cli events "$id" --since 0 --json | jq .type
 ///
 /// Exit codes: 0 success; 1 error; 2 bad usage; with `send --wait`: 3 the turn failed,
-/// 4 it was cancelled, 5 the daemon stopped during it.
+/// 4 it was cancelled, 5 the daemon stopped during it, 6 the storm-breaker stopped a loop of
+/// identical failing calls.
 #[derive(Debug, Parser)]
 #[command(name = "cwcode-cli", version, verbatim_doc_comment)]
 struct Cli {
@@ -415,6 +416,7 @@ async fn send_and_wait(
                 TurnOutcome::Failed => ExitCode::from(3),
                 TurnOutcome::Cancelled => ExitCode::from(4),
                 TurnOutcome::Interrupted => ExitCode::from(5),
+                TurnOutcome::StormBroken => ExitCode::from(6),
             });
         }
         if let EventKind::SubscriptionEnded { reason } = &event.kind {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
-use cwcode_protocol::{DaemonInfo, Event, EventKind, ProfileInfo, SessionInfo};
+use cwcode_protocol::{DaemonInfo, Event, EventKind, ProfileInfo, SessionInfo, TodoStatus};
 
 pub struct Renderer {
     json: bool,
@@ -133,7 +133,29 @@ impl Renderer {
                 line
             }
             EventKind::SubscriptionEnded { reason } => format!("· stream ended: {reason}"),
-            EventKind::StatusChanged { .. }
+            EventKind::StreamRestarted { reason } => {
+                format!(
+                    "· the provider connection broke ({reason}); retrying from the start of the answer"
+                )
+            }
+            EventKind::StormBroken { tool, .. } => {
+                format!("· stopped: {tool} kept failing the same way")
+            }
+            EventKind::TodoUpdated { todos } => {
+                let mut list = "· todo:".to_owned();
+                for todo in todos {
+                    let mark = match todo.status {
+                        TodoStatus::Pending => "[ ]",
+                        TodoStatus::InProgress => "[~]",
+                        TodoStatus::Completed => "[x]",
+                    };
+                    let _ = write!(list, "\n  {mark} {}", todo.content);
+                }
+                list
+            }
+            EventKind::ModeNotice { .. }
+            | EventKind::Unknown
+            | EventKind::StatusChanged { .. }
             | EventKind::AssistantDelta { .. }
             | EventKind::AssistantMessage { .. } => return None,
         })

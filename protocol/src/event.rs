@@ -3,7 +3,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ApprovalDecision, Mode, SessionStatus, ToolCall, Usage};
+use crate::types::{
+    ApprovalDecision, Mode, RequestStats, SessionStatus, TodoItem, ToolCall, Usage,
+};
 
 /// One entry of a session's journal. `seq` is monotonic per session and starts at 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -26,6 +28,8 @@ pub enum TurnOutcome {
     Failed,
     /// The daemon stopped (or crashed) while the turn ran.
     Interrupted,
+    /// The storm-breaker stopped a loop of identical failing calls; the answer explains it.
+    StormBroken,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -59,6 +63,28 @@ pub enum EventKind {
         tool_calls: Vec<ToolCall>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// What was sent for this answer, to check the prompt-cache prefix.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stats: Option<RequestStats>,
+    },
+    /// The provider connection broke mid-answer and the request is retried: discard the partial
+    /// text and reasoning streamed since the last `assistant_message`.
+    StreamRestarted {
+        reason: String,
+    },
+    /// A message the daemon added to the conversation when the mode crossed into or out of plan
+    /// mode; the model sees `text` as a user message.
+    ModeNotice {
+        mode: Mode,
+        text: String,
+    },
+    /// The turn stopped because one call kept failing, or changing nothing, the same way.
+    StormBroken {
+        tool: String,
+        explanation: String,
+    },
+    TodoUpdated {
+        todos: Vec<TodoItem>,
     },
     #[serde(rename_all = "camelCase")]
     ToolCallStarted {
@@ -112,4 +138,39 @@ pub enum EventKind {
     SubscriptionEnded {
         reason: String,
     },
+    /// An event kind this build does not know (sent by a newer daemon); safe to skip.
+    #[serde(other)]
+    Unknown,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_flat_json_objects_with_a_type_tag() {
+        let event = Event {
+            seq: 7,
+            time: "2026-11-30T00:00:00.000Z".into(),
+            kind: EventKind::ToolOutputDelta {
+                call_id: "c1".into(),
+                text: "ok\n".into(),
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"seq": 7, "time": "2026-11-30T00:00:00.000Z",
+                               "type": "tool_output_delta", "callId": "c1", "text": "ok\n"})
+        );
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+    }
+
+    #[test]
+    fn an_event_kind_from_a_newer_daemon_decodes_as_unknown() {
+        let event: Event =
+            serde_json::from_str(r#"{"seq":1,"time":"t","type":"hologram_projected","beams":3}"#)
+                .unwrap();
+        assert_eq!(event.kind, EventKind::Unknown);
+    }
 }

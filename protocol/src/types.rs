@@ -213,3 +213,29 @@ pub struct ToolCall {
     pub name: String,
     pub arguments: String,
 }
+
+/// Byte-level facts about one request, for the sticky-prefix check (SPEC §6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestStats {
+    /// Size of the request body.
+    pub request_bytes: u64,
+    /// Length of the byte prefix this body shares with the session's previous request body.
+    pub shared_prefix_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// One entry of the session's todo list, as the model keeps it with `todo_write`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TodoItem {
+    pub content: String,
+    pub status: TodoStatus,
+}

@@ -1,23 +1,32 @@
 //! The turn loop: request → stream → tool calls → tool results → next request, until the model
-//! answers without tool calls, the turn is cancelled, or the provider fails.
+//! answers without tool calls, the turn is cancelled, the provider fails, or the storm-breaker
+//! stops a loop of identical failures.
 
 pub mod approvals;
 pub mod prompt;
+pub mod storm;
 
 use std::sync::Arc;
 
 use cwcode_protocol::{
-    ApprovalDecision, EventKind, Mode, SessionStatus, ToolCall, TurnOutcome, Usage,
+    ApprovalDecision, EventKind, Mode, RequestStats, SessionStatus, ToolCall, TurnOutcome, Usage,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{ChatRequest, FunctionSpec, Message, Provider, ProviderError, StreamDelta};
+use crate::provider::{ChatRequest, FunctionSpec, Provider, ProviderError, StreamDelta};
 use crate::session::bus::EventLog;
-use crate::session::history;
+use crate::session::history::{Conversation, unanswered_calls};
 use crate::session::journal::JournalError;
 use crate::tools::{Registry, ToolContext};
 
 use approvals::{Answer, Approvals};
+use storm::StormBreaker;
+
+/// Told to the model when the session enters plan mode. It is appended as a message, never put
+/// into the system prompt, so the prompt's bytes stay the same (SPEC §6).
+const PLAN_MODE_ON: &str = "[cwcode] Plan mode is on: only read-only tools are available. Investigate, then answer with a concrete plan (the files and changes you propose, and how to verify them). Do not try to change anything; the user switches to code mode to carry the plan out.";
+const PLAN_MODE_OFF: &str =
+    "[cwcode] Plan mode is off: every tool is available again. Carry out the agreed plan.";
 
 /// Everything one turn works with.
 pub struct TurnEnv {
@@ -49,9 +58,9 @@ impl TurnEnv {
         }
     }
 
-    fn offered_tools(&self) -> Vec<FunctionSpec> {
+    fn offered_tools(&self, mode: Mode) -> Vec<FunctionSpec> {
         self.registry
-            .specs(self.mode() != Mode::Plan)
+            .specs(mode != Mode::Plan)
             .map(|spec| FunctionSpec {
                 name: spec.name.to_owned(),
                 description: spec.description.to_owned(),
@@ -61,32 +70,33 @@ impl TurnEnv {
     }
 }
 
-/// Runs one prompt to its end and journals everything. The history is left consistent whatever
-/// happens: every tool call the model made gets a result, even when the turn stops early.
+/// Runs one prompt to its end and journals everything. The conversation is left consistent
+/// whatever happens: every tool call the model made gets a result, even when the turn stops
+/// early.
 pub async fn run_turn(
     env: &TurnEnv,
-    history: &mut Vec<Message>,
+    conversation: &mut Conversation,
     turn: u32,
     prompt: String,
 ) -> Result<TurnOutcome, JournalError> {
-    begin_turn(&env.log, history, turn, prompt)?;
+    begin_turn(&env.log, conversation, turn, prompt)?;
     let mut usage = Usage::default();
-    let (outcome, error) = converse(env, history, &mut usage).await?;
-    finish_turn(&env.log, history, turn, outcome, usage, error)
+    let (outcome, error) = converse(env, conversation, &mut usage).await?;
+    finish_turn(&env.log, conversation, turn, outcome, usage, error)
 }
 
 /// Journals a turn that cannot run at all (no usable provider, workspace gone), saying why.
 pub fn refuse_turn(
     log: &EventLog,
-    history: &mut Vec<Message>,
+    conversation: &mut Conversation,
     turn: u32,
     prompt: String,
     reason: String,
 ) -> Result<TurnOutcome, JournalError> {
-    begin_turn(log, history, turn, prompt)?;
+    begin_turn(log, conversation, turn, prompt)?;
     finish_turn(
         log,
-        history,
+        conversation,
         turn,
         TurnOutcome::Failed,
         Usage::default(),
@@ -96,11 +106,11 @@ pub fn refuse_turn(
 
 fn begin_turn(
     log: &EventLog,
-    history: &mut Vec<Message>,
+    conversation: &mut Conversation,
     turn: u32,
     prompt: String,
 ) -> Result<(), JournalError> {
-    record(log, history, EventKind::TurnStarted { turn, prompt })?;
+    record(log, conversation, EventKind::TurnStarted { turn, prompt })?;
     log.publish(EventKind::StatusChanged {
         status: SessionStatus::Running,
     })?;
@@ -109,7 +119,7 @@ fn begin_turn(
 
 fn finish_turn(
     log: &EventLog,
-    history: &mut Vec<Message>,
+    conversation: &mut Conversation,
     turn: u32,
     outcome: TurnOutcome,
     usage: Usage,
@@ -119,18 +129,7 @@ fn finish_turn(
         TurnOutcome::Interrupted => "not run: the daemon stopped before this call ran",
         _ => "not run: the turn ended before this call ran",
     };
-    for call in history::unanswered_calls(history) {
-        record(
-            log,
-            history,
-            EventKind::ToolCallFinished {
-                call_id: call.id,
-                name: call.name,
-                output: reason.to_owned(),
-                is_error: true,
-            },
-        )?;
-    }
+    answer_unanswered(log, conversation, reason)?;
     log.publish(EventKind::TurnFinished {
         turn,
         outcome,
@@ -144,21 +143,88 @@ fn finish_turn(
     Ok(outcome)
 }
 
-/// Journals an event and applies it to the history, so the live history and the one rebuilt
-/// from the journal after a restart are the same by construction.
-fn record(log: &EventLog, history: &mut Vec<Message>, kind: EventKind) -> Result<(), JournalError> {
-    let event = log.publish(kind)?;
-    history::apply(history, &event.kind);
+/// Gives every tool call still without a result one that says it did not run: providers reject
+/// a history in which a call goes unanswered.
+pub fn answer_unanswered(
+    log: &EventLog,
+    conversation: &mut Conversation,
+    reason: &str,
+) -> Result<(), JournalError> {
+    for call in unanswered_calls(&conversation.messages) {
+        record(
+            log,
+            conversation,
+            EventKind::ToolCallFinished {
+                call_id: call.id,
+                name: call.name,
+                output: reason.to_owned(),
+                is_error: true,
+            },
+        )?;
+    }
     Ok(())
+}
+
+/// Journals an event and applies it to the conversation, so the live conversation and the one
+/// rebuilt from the journal after a restart are the same by construction.
+fn record(
+    log: &EventLog,
+    conversation: &mut Conversation,
+    kind: EventKind,
+) -> Result<(), JournalError> {
+    let event = log.publish(kind)?;
+    conversation.apply(&event.kind);
+    Ok(())
+}
+
+/// Tells the model when the mode crossed the plan boundary since it was last told.
+fn announce_mode(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+    mode: Mode,
+) -> Result<(), JournalError> {
+    let planning = mode == Mode::Plan;
+    if planning == conversation.plan_announced {
+        return Ok(());
+    }
+    let text = if planning {
+        PLAN_MODE_ON
+    } else {
+        PLAN_MODE_OFF
+    };
+    record(
+        &env.log,
+        conversation,
+        EventKind::ModeNotice {
+            mode,
+            text: text.to_owned(),
+        },
+    )
 }
 
 async fn converse(
     env: &TurnEnv,
-    history: &mut Vec<Message>,
+    conversation: &mut Conversation,
     usage: &mut Usage,
 ) -> Result<(TurnOutcome, Option<String>), JournalError> {
+    let mut storm = StormBreaker::default();
     loop {
-        let tools = env.offered_tools();
+        let mode = env.mode();
+        announce_mode(env, conversation, mode)?;
+        let tools = env.offered_tools(mode);
+        let request = ChatRequest {
+            messages: &conversation.messages,
+            tools: &tools,
+        };
+        let body = env.provider.request_body(request);
+        let stats = RequestStats {
+            request_bytes: body.len() as u64,
+            shared_prefix_bytes: conversation
+                .last_request
+                .as_deref()
+                .map_or(0, |previous| shared_prefix_len(previous, &body))
+                as u64,
+        };
         let mut journal_error = None;
         let mut on_delta = |delta: StreamDelta| {
             let kind = match delta {
@@ -169,10 +235,6 @@ async fn converse(
                 journal_error.get_or_insert(error);
             }
         };
-        let request = ChatRequest {
-            messages: history,
-            tools: &tools,
-        };
         let result = env
             .provider
             .complete(request, env.cancel(), &mut on_delta)
@@ -180,6 +242,7 @@ async fn converse(
         if let Some(error) = journal_error {
             return Err(error);
         }
+        conversation.last_request = Some(body);
         let completion = match result {
             Ok(completion) => completion,
             Err(ProviderError::Cancelled) => return Ok((env.stop_outcome(), None)),
@@ -191,12 +254,13 @@ async fn converse(
         let calls = completion.message.tool_calls.clone();
         record(
             &env.log,
-            history,
+            conversation,
             EventKind::AssistantMessage {
                 content: completion.message.content,
                 reasoning: completion.message.reasoning,
                 tool_calls: completion.message.tool_calls,
                 usage: completion.usage,
+                stats: Some(stats),
             },
         )?;
         if calls.is_empty() {
@@ -207,21 +271,69 @@ async fn converse(
                 break;
             }
             let (output, is_error) = run_call(env, &call).await?;
+            let verdict = storm.observe(&call, &output, is_error);
             record(
                 &env.log,
-                history,
+                conversation,
                 EventKind::ToolCallFinished {
                     call_id: call.id,
-                    name: call.name,
+                    name: call.name.clone(),
                     output,
                     is_error,
                 },
             )?;
+            if let Some(explanation) = verdict {
+                break_storm(env, conversation, call.name, explanation)?;
+                return Ok((TurnOutcome::StormBroken, None));
+            }
         }
         if env.cancel().is_cancelled() {
             return Ok((env.stop_outcome(), None));
         }
     }
+}
+
+/// Ends a failure loop: the explanation becomes the assistant's answer, kept in the history so
+/// a follow-up prompt has the context.
+fn break_storm(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+    tool: String,
+    explanation: String,
+) -> Result<(), JournalError> {
+    answer_unanswered(
+        &env.log,
+        conversation,
+        "not run: the turn was stopped by the storm-breaker",
+    )?;
+    env.log.publish(EventKind::StormBroken {
+        tool,
+        explanation: explanation.clone(),
+    })?;
+    env.log.publish(EventKind::AssistantDelta {
+        text: explanation.clone(),
+    })?;
+    record(
+        &env.log,
+        conversation,
+        EventKind::AssistantMessage {
+            content: explanation,
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: None,
+            stats: None,
+        },
+    )
+}
+
+/// How many leading bytes two request bodies share: with a byte-stable prefix, everything but
+/// the new messages.
+fn shared_prefix_len(previous: &[u8], body: &[u8]) -> usize {
+    previous
+        .iter()
+        .zip(body)
+        .take_while(|(a, b)| a == b)
+        .count()
 }
 
 /// Runs one tool call, asking for an approval first when the mode requires it. Returns what the

@@ -1,44 +1,68 @@
 //! The conversation as the model sees it, rebuilt from the journal. History is append-only: each
 //! request is the previous one plus new messages (SPEC §6).
 
-use cwcode_protocol::{Event, EventKind, ToolCall};
+use cwcode_protocol::{Event, EventKind, Mode, ToolCall};
 
 use crate::provider::{AssistantMessage, Message};
 
-/// Folds journalled events into model messages, after the system prompt.
-pub fn rebuild(system_prompt: &str, events: &[Event]) -> Vec<Message> {
-    let mut history = vec![Message::System {
-        content: system_prompt.to_owned(),
-    }];
-    for event in events {
-        apply(&mut history, &event.kind);
-    }
-    history
+/// The model's view of a session, owned by the session's runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversation {
+    /// The system prompt first, then everything said since.
+    pub messages: Vec<Message>,
+    /// Whether the model was last told that plan mode is on.
+    pub plan_announced: bool,
+    /// The previous request's body, to measure the prefix the next one shares with it.
+    pub last_request: Option<Vec<u8>>,
 }
 
-/// Appends what one event contributes to the conversation, if anything.
-pub fn apply(history: &mut Vec<Message>, kind: &EventKind) {
-    match kind {
-        EventKind::TurnStarted { prompt, .. } => history.push(Message::User {
-            content: prompt.clone(),
-        }),
-        EventKind::AssistantMessage {
-            content,
-            reasoning,
-            tool_calls,
-            ..
-        } => history.push(Message::Assistant(AssistantMessage {
-            content: content.clone(),
-            reasoning: reasoning.clone(),
-            tool_calls: tool_calls.clone(),
-        })),
-        EventKind::ToolCallFinished {
-            call_id, output, ..
-        } => history.push(Message::Tool {
-            tool_call_id: call_id.clone(),
-            content: output.clone(),
-        }),
-        _ => {}
+impl Conversation {
+    /// Folds journalled events into the conversation, after the system prompt.
+    pub fn rebuild(system_prompt: &str, events: &[Event]) -> Self {
+        let mut conversation = Self {
+            messages: vec![Message::System {
+                content: system_prompt.to_owned(),
+            }],
+            plan_announced: false,
+            last_request: None,
+        };
+        for event in events {
+            conversation.apply(&event.kind);
+        }
+        conversation
+    }
+
+    /// Appends what one event contributes to the conversation, if anything.
+    pub fn apply(&mut self, kind: &EventKind) {
+        let message = match kind {
+            EventKind::TurnStarted { prompt, .. } => Message::User {
+                content: prompt.clone(),
+            },
+            EventKind::ModeNotice { mode, text } => {
+                self.plan_announced = *mode == Mode::Plan;
+                Message::User {
+                    content: text.clone(),
+                }
+            }
+            EventKind::AssistantMessage {
+                content,
+                reasoning,
+                tool_calls,
+                ..
+            } => Message::Assistant(AssistantMessage {
+                content: content.clone(),
+                reasoning: reasoning.clone(),
+                tool_calls: tool_calls.clone(),
+            }),
+            EventKind::ToolCallFinished {
+                call_id, output, ..
+            } => Message::Tool {
+                tool_call_id: call_id.clone(),
+                content: output.clone(),
+            },
+            _ => return,
+        };
+        self.messages.push(message);
     }
 }
 
@@ -112,6 +136,7 @@ mod tests {
                     reasoning: None,
                     tool_calls: vec![call("a")],
                     usage: None,
+                    stats: None,
                 },
             ),
             event(
@@ -124,7 +149,7 @@ mod tests {
                 },
             ),
         ];
-        let history = rebuild("sys", &events);
+        let history = Conversation::rebuild("sys", &events).messages;
         assert_eq!(history.len(), 4);
         assert_eq!(
             history[1],
@@ -140,6 +165,27 @@ mod tests {
             }
         );
         assert!(unanswered_calls(&history).is_empty());
+    }
+
+    #[test]
+    fn a_mode_notice_is_a_user_message_and_tracks_plan_mode() {
+        let notice = |mode| EventKind::ModeNotice {
+            mode,
+            text: format!("now {mode}"),
+        };
+        let conversation = Conversation::rebuild("sys", &[event(1, notice(Mode::Plan))]);
+        assert!(conversation.plan_announced);
+        assert_eq!(
+            conversation.messages[1],
+            Message::User {
+                content: "now plan".into()
+            }
+        );
+        let conversation = Conversation::rebuild(
+            "sys",
+            &[event(1, notice(Mode::Plan)), event(2, notice(Mode::Code))],
+        );
+        assert!(!conversation.plan_announced);
     }
 
     #[test]

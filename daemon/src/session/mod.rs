@@ -22,13 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::agent::{self, TurnEnv};
-use crate::provider::Message;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{WriteError, atomic_write};
 use crate::tools::{ReadLedger, Registry, ToolContext};
 
 use bus::{EventLog, Subscription};
+use history::Conversation;
 use journal::{Journal, JournalError, now_rfc3339};
 
 const INFO_FILE: &str = "session.json";
@@ -273,7 +273,7 @@ fn pending_prompts(events: &[Event]) -> Vec<QueuedPrompt> {
 /// answered and is marked interrupted, so the history is valid again.
 fn close_interrupted_turn(
     log: &EventLog,
-    history: &mut Vec<Message>,
+    conversation: &mut Conversation,
     events: &[Event],
 ) -> Result<(), JournalError> {
     let mut open_turn = None;
@@ -287,15 +287,11 @@ fn close_interrupted_turn(
     let Some(turn) = open_turn else {
         return Ok(());
     };
-    for call in history::unanswered_calls(history) {
-        let event = log.publish(EventKind::ToolCallFinished {
-            call_id: call.id,
-            name: call.name,
-            output: "not run: the daemon stopped before this call ran".to_owned(),
-            is_error: true,
-        })?;
-        history::apply(history, &event.kind);
-    }
+    agent::answer_unanswered(
+        log,
+        conversation,
+        "not run: the daemon stopped before this call ran",
+    )?;
     log.publish(EventKind::TurnFinished {
         turn,
         outcome: TurnOutcome::Interrupted,
@@ -370,11 +366,11 @@ impl Sessions {
         let journal_path = dir.join(JOURNAL_FILE);
         let (journal, events) = Journal::open(&journal_path)?;
         let log = Arc::new(EventLog::new(&journal_path, journal));
-        let mut history = history::rebuild(&system_prompt, &events);
-        close_interrupted_turn(&log, &mut history, &events)?;
+        let mut conversation = Conversation::rebuild(&system_prompt, &events);
+        close_interrupted_turn(&log, &mut conversation, &events)?;
         let pending = pending_prompts(&events);
         let next_turn = next_turn(&events);
-        Ok(self.start(dir.to_owned(), info, log, history, next_turn, pending))
+        Ok(self.start(dir.to_owned(), info, log, conversation, next_turn, pending))
     }
 
     fn start(
@@ -382,7 +378,7 @@ impl Sessions {
         dir: PathBuf,
         info: SessionInfo,
         log: Arc<EventLog>,
-        history: Vec<Message>,
+        conversation: Conversation,
         next_turn: u32,
         pending: Vec<QueuedPrompt>,
     ) -> Arc<Session> {
@@ -410,7 +406,7 @@ impl Sessions {
         let runner = tokio::spawn(run_prompts(
             Arc::clone(&session),
             Arc::clone(&self.shared),
-            history,
+            conversation,
             prompts,
         ));
         *session
@@ -478,8 +474,8 @@ impl Sessions {
         let journal_path = dir.join(JOURNAL_FILE);
         let (journal, _) = Journal::open(&journal_path)?;
         let log = Arc::new(EventLog::new(&journal_path, journal));
-        let history = history::rebuild(&system_prompt, &[]);
-        let session = self.start(dir, info, log, history, 1, Vec::new());
+        let conversation = Conversation::rebuild(&system_prompt, &[]);
+        let session = self.start(dir, info, log, conversation, 1, Vec::new());
         let info = session.info();
         self.insert(session);
         Ok(info)
@@ -560,7 +556,7 @@ fn default_title(workspace: &Path) -> String {
 async fn run_prompts(
     session: Arc<Session>,
     shared: Arc<Shared>,
-    mut history: Vec<Message>,
+    mut conversation: Conversation,
     mut prompts: mpsc::UnboundedReceiver<QueuedPrompt>,
 ) {
     let reads = Arc::new(Mutex::new(ReadLedger::default()));
@@ -593,11 +589,15 @@ async fn run_prompts(
                     },
                     stopping: shared.stopping.clone(),
                 };
-                agent::run_turn(&env, &mut history, prompt.turn, prompt.text).await
+                agent::run_turn(&env, &mut conversation, prompt.turn, prompt.text).await
             }
-            Err(reason) => {
-                agent::refuse_turn(&session.log, &mut history, prompt.turn, prompt.text, reason)
-            }
+            Err(reason) => agent::refuse_turn(
+                &session.log,
+                &mut conversation,
+                prompt.turn,
+                prompt.text,
+                reason,
+            ),
         };
         if let Err(error) = outcome {
             tracing::error!(session = %session.id, %error, "turn could not be journalled");
