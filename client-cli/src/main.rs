@@ -99,15 +99,35 @@ enum Command {
     },
     /// Set a session's mode: plan, code or yolo.
     Mode { id: String, mode: Mode },
+    /// Prompt-cache figures per turn: prompt and cached tokens, hit ratio, and how many bytes of
+    /// each request repeat the one before (the sticky prefix).
+    Cache { id: String },
+    /// What the session cost so far, priced with its profile's `pricing` table.
+    Cost { id: String },
     /// Delete a session and its files.
     Rm { id: String },
     /// List provider profiles (keys are never shown).
     Profiles,
+    /// Change the configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Call any API method with raw JSON params, e.g. `rpc session/list` or
     /// `rpc session/get '{"sessionId":"…"}'`.
     Rpc {
         method: String,
         params: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigAction {
+    /// Store a profile's API key in config.json (mode 0600). Without KEY it is read from stdin,
+    /// which keeps it out of your shell history: `cwcode-cli config set-key deepseek-v4-pro`.
+    SetKey {
+        profile: String,
+        key: Option<String>,
     },
 }
 
@@ -254,6 +274,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{} is in {} mode", info.id, info.mode);
             }
         }
+        Command::Cache { id } => {
+            let report = connect(true).await?.cache(&id).await?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::cache_table(&report));
+            }
+        }
+        Command::Cost { id } => {
+            let report = connect(true).await?.cost(&id).await?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::cost_table(&report));
+            }
+        }
         Command::Rm { id } => {
             connect(true).await?.delete_session(&id).await?;
             if json {
@@ -270,6 +306,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print!("{}", render::profile_table(&profiles));
             }
         }
+        Command::Config {
+            action: ConfigAction::SetKey { profile, key },
+        } => {
+            let key = match key {
+                Some(key) => key,
+                None => read_key(&profile)?,
+            };
+            connect(true).await?.set_key(&profile, &key).await?;
+            if json {
+                print_json(&serde_json::json!({ "profile": profile, "stored": true }))?;
+            } else {
+                println!("stored the key of `{profile}` in config.json");
+            }
+        }
         Command::Rpc { method, params } => {
             let params = params
                 .map(|text| serde_json::from_str(&text))
@@ -284,6 +334,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn read_key(profile: &str) -> anyhow::Result<String> {
+    if std::io::stdin().is_terminal() {
+        eprint!("API key for `{profile}` (input is not hidden; paste and press Enter): ");
+    }
+    let mut key = String::new();
+    std::io::stdin()
+        .read_line(&mut key)
+        .context("cannot read the key from stdin")?;
+    let key = key.trim().to_owned();
+    if key.is_empty() {
+        bail!("no key given");
+    }
+    Ok(key)
 }
 
 fn prompt_text(text: String) -> anyhow::Result<String> {

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
-use cwcode_protocol::{DaemonInfo, Event, EventKind, ProfileInfo, SessionInfo, TodoStatus};
+use cwcode_protocol::{
+    CacheReport, CostReport, DaemonInfo, Event, EventKind, ProfileInfo, SessionInfo, TodoStatus,
+};
 
 pub struct Renderer {
     json: bool,
@@ -251,4 +253,70 @@ pub fn daemon_status(info: &DaemonInfo) -> String {
         info.sessions,
         info.running_turns
     )
+}
+
+fn percent(ratio: f64) -> String {
+    format!("{:.1}%", ratio * 100.0)
+}
+
+pub fn cache_table(report: &CacheReport) -> String {
+    if report.turns.is_empty() {
+        return "no turns yet\n".to_owned();
+    }
+    let mut out = format!(
+        "{:>4}  {:>4}  {:>10}  {:>10}  {:>7}  {:>11}  {:>12}\n",
+        "TURN", "REQS", "PROMPT", "CACHED", "HIT", "LAST BYTES", "SHARED BYTES"
+    );
+    for turn in &report.turns {
+        let _ = writeln!(
+            out,
+            "{:>4}  {:>4}  {:>10}  {:>10}  {:>7}  {:>11}  {:>12}",
+            turn.turn,
+            turn.requests,
+            turn.prompt_tokens,
+            turn.cached_tokens,
+            percent(turn.hit_ratio),
+            turn.last_request_bytes,
+            turn.last_shared_prefix_bytes
+        );
+    }
+    let _ = writeln!(
+        out,
+        "total: {} prompt tokens, {} cached ({}), {} output; first request {} bytes",
+        report.prompt_tokens,
+        report.cached_tokens,
+        percent(report.hit_ratio),
+        report.completion_tokens,
+        report.first_request_bytes
+    );
+    out
+}
+
+pub fn cost_table(report: &CostReport) -> String {
+    let Some(prices) = report.prices else {
+        return format!(
+            "profile `{}` has no price table: add \"pricing\": {{\"input_hit\": …, \"input_miss\": …, \"output\": …}} (per 1M tokens) to it in config.json\n",
+            report.profile
+        );
+    };
+    let mut out = format!(
+        "prices per 1M tokens: input hit {}, input miss {}, output {}\n{:>4}  {:>10}  {:>10}  {:>10}  {:>10}\n",
+        prices.input_hit,
+        prices.input_miss,
+        prices.output,
+        "TURN",
+        "HIT",
+        "MISS",
+        "OUTPUT",
+        "TOTAL"
+    );
+    for turn in &report.turns {
+        let _ = writeln!(
+            out,
+            "{:>4}  {:>10.6}  {:>10.6}  {:>10.6}  {:>10.6}",
+            turn.turn, turn.input_hit, turn.input_miss, turn.output, turn.total
+        );
+    }
+    let _ = writeln!(out, "total: {:.6}", report.total);
+    out
 }

@@ -248,6 +248,25 @@ impl Client {
         Ok(())
     }
 
+    pub async fn cache(&self, session_id: &str) -> Result<CacheReport, ClientError> {
+        self.call(methods::SESSION_CACHE, session_ref(session_id))
+            .await
+    }
+
+    pub async fn cost(&self, session_id: &str) -> Result<CostReport, ClientError> {
+        self.call(methods::SESSION_COST, session_ref(session_id))
+            .await
+    }
+
+    pub async fn set_key(&self, profile: &str, key: &str) -> Result<(), ClientError> {
+        let params = SetKeyParams {
+            profile: profile.to_owned(),
+            key: key.to_owned(),
+        };
+        let _: serde_json::Value = self.call(methods::CONFIG_SET_KEY, params).await?;
+        Ok(())
+    }
+
     pub async fn list_profiles(&self) -> Result<Vec<ProfileInfo>, ClientError> {
         self.call(methods::PROFILE_LIST, serde_json::json!({}))
             .await

@@ -9,12 +9,15 @@ pub const SESSION_DELETE: &str = "session/delete";
 pub const SESSION_SEND: &str = "session/send";
 pub const SESSION_CANCEL: &str = "session/cancel";
 pub const SESSION_SET_MODE: &str = "session/setMode";
+pub const SESSION_CACHE: &str = "session/cache";
+pub const SESSION_COST: &str = "session/cost";
 pub const SESSION_SUBSCRIBE: &str = "session/subscribe";
 /// Notification method name carried by every event of a `session/subscribe` subscription.
 pub const SESSION_EVENT: &str = "session/event";
 pub const SESSION_UNSUBSCRIBE: &str = "session/unsubscribe";
 pub const APPROVAL_RESPOND: &str = "approval/respond";
 pub const PROFILE_LIST: &str = "profile/list";
+pub const CONFIG_SET_KEY: &str = "config/setKey";
 
 /// The plain-HTTP health route, answered with the result of `daemon/info`.
 pub const HEALTH_PATH: &str = "/health";

@@ -174,6 +174,26 @@ pub struct DaemonInfo {
     pub uptime_ms: u64,
     pub sessions: usize,
     pub running_turns: usize,
+    /// Why the last edit of config.json was rejected; the previous configuration stays in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
+}
+
+/// Stores an API key for a profile in config.json (mode 0600). The key is never sent back.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetKeyParams {
+    pub profile: String,
+    pub key: String,
+}
+
+impl fmt::Debug for SetKeyParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SetKeyParams")
+            .field("profile", &self.profile)
+            .field("key", &"[redacted]")
+            .finish()
+    }
 }
 
 /// A provider profile as the API shows it: never the key, only whether one is available.
@@ -238,4 +258,66 @@ pub enum TodoStatus {
 pub struct TodoItem {
     pub content: String,
     pub status: TodoStatus,
+}
+
+/// Prompt-cache figures of one turn (SPEC §6).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnCache {
+    pub turn: u32,
+    /// Model requests made during the turn.
+    pub requests: u32,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+    /// cached / prompt tokens of this turn; 0 when nothing was sent.
+    pub hit_ratio: f64,
+    /// Body size of the turn's last request.
+    pub last_request_bytes: u64,
+    /// How much of the last request's body equals the request before it, byte for byte.
+    pub last_shared_prefix_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheReport {
+    pub session_id: String,
+    pub turns: Vec<TurnCache>,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+    /// Cumulative cached / prompt tokens over the session.
+    pub hit_ratio: f64,
+    /// The session's first request body: system prompt plus tool definitions plus the prompt.
+    pub first_request_bytes: u64,
+}
+
+/// Prices per million tokens, in the currency the profile's table uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceTable {
+    pub input_hit: f64,
+    pub input_miss: f64,
+    pub output: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnCost {
+    pub turn: u32,
+    pub input_hit: f64,
+    pub input_miss: f64,
+    pub output: f64,
+    pub total: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CostReport {
+    pub session_id: String,
+    pub profile: String,
+    /// `None` when the profile has no price table: set `pricing` in config.json.
+    pub prices: Option<PriceTable>,
+    pub turns: Vec<TurnCost>,
+    pub total: f64,
 }

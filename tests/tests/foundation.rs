@@ -687,3 +687,35 @@ async fn mode_changes_are_stored_and_journalled() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("plan, code or yolo"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_shows_usage_and_the_shared_prefix_per_turn() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    provider
+        .reply(tool_calls(&[("l", "ls", json!({}))]))
+        .reply(text("listed"));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "list", "--wait"]);
+    let report: Value = serde_json::from_str(&home.cli_ok(&["cache", &id, "--json"])).unwrap();
+    let turn = &report["turns"][0];
+    assert_eq!(turn["requests"], 2);
+    assert_eq!(
+        turn["promptTokens"], 200,
+        "the fake reports 100 prompt tokens a request"
+    );
+    assert_eq!(turn["cachedTokens"], 128);
+    let bytes = turn["lastRequestBytes"].as_u64().unwrap();
+    let shared = turn["lastSharedPrefixBytes"].as_u64().unwrap();
+    let first = report["firstRequestBytes"].as_u64().unwrap();
+    assert!(shared > 0 && shared < bytes, "{report}");
+    assert!(
+        first - 2 <= shared,
+        "the second request repeats the first up to its last message: {report}"
+    );
+    let human = home.cli_ok(&["cache", &id]);
+    assert!(human.contains("64.0%"), "{human}");
+    let cost = home.cli_ok(&["cost", &id]);
+    assert!(cost.contains("no price table"), "{cost}");
+}

@@ -13,7 +13,9 @@ use cwcode_protocol::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{ChatRequest, FunctionSpec, Provider, ProviderError, StreamDelta};
+use crate::provider::{
+    ChatRequest, FunctionSpec, Provider, ProviderError, StreamDelta, StreamEvent, shared_prefix_len,
+};
 use crate::session::bus::EventLog;
 use crate::session::history::{Conversation, unanswered_calls};
 use crate::session::journal::JournalError;
@@ -208,15 +210,25 @@ async fn converse(
     usage: &mut Usage,
 ) -> Result<(TurnOutcome, Option<String>), JournalError> {
     let mut storm = StormBreaker::default();
+    let mut reasoning_retried = false;
     loop {
         let mode = env.mode();
         announce_mode(env, conversation, mode)?;
+        let provider = if conversation.keep_reasoning {
+            env.provider.keeping_reasoning()
+        } else {
+            Provider::clone(&env.provider)
+        };
+        // The body is measured as it will be sent, model name included.
+        if let Err(error) = provider.resolve_model().await {
+            return Ok((TurnOutcome::Failed, Some(error.to_string())));
+        }
         let tools = env.offered_tools(mode);
         let request = ChatRequest {
             messages: &conversation.messages,
             tools: &tools,
         };
-        let body = env.provider.request_body(request);
+        let body = provider.request_body(request);
         let stats = RequestStats {
             request_bytes: body.len() as u64,
             shared_prefix_bytes: conversation
@@ -226,19 +238,21 @@ async fn converse(
                 as u64,
         };
         let mut journal_error = None;
-        let mut on_delta = |delta: StreamDelta| {
-            let kind = match delta {
-                StreamDelta::Content(text) => EventKind::AssistantDelta { text },
-                StreamDelta::Reasoning(text) => EventKind::ReasoningDelta { text },
+        let mut on_event = |event: StreamEvent| {
+            let kind = match event {
+                StreamEvent::Delta(StreamDelta::Content(text)) => {
+                    EventKind::AssistantDelta { text }
+                }
+                StreamEvent::Delta(StreamDelta::Reasoning(text)) => {
+                    EventKind::ReasoningDelta { text }
+                }
+                StreamEvent::Restart { reason, .. } => EventKind::StreamRestarted { reason },
             };
             if let Err(error) = env.log.publish(kind) {
                 journal_error.get_or_insert(error);
             }
         };
-        let result = env
-            .provider
-            .complete(request, env.cancel(), &mut on_delta)
-            .await;
+        let result = provider.stream(request, env.cancel(), &mut on_event).await;
         if let Some(error) = journal_error {
             return Err(error);
         }
@@ -246,6 +260,16 @@ async fn converse(
         let completion = match result {
             Ok(completion) => completion,
             Err(ProviderError::Cancelled) => return Ok((env.stop_outcome(), None)),
+            // Thinking models that need their reasoning replayed say so once; from then on this
+            // session sends it back (SPEC §6).
+            Err(ProviderError::ReasoningMustBeKept { .. }) if !reasoning_retried => {
+                reasoning_retried = true;
+                conversation.keep_reasoning = true;
+                tracing::info!(
+                    "provider requires reasoning in history: keeping it for this session"
+                );
+                continue;
+            }
             Err(error) => return Ok((TurnOutcome::Failed, Some(error.to_string()))),
         };
         if let Some(call_usage) = &completion.usage {
@@ -324,16 +348,6 @@ fn break_storm(
             stats: None,
         },
     )
-}
-
-/// How many leading bytes two request bodies share: with a byte-stable prefix, everything but
-/// the new messages.
-fn shared_prefix_len(previous: &[u8], body: &[u8]) -> usize {
-    previous
-        .iter()
-        .zip(body)
-        .take_while(|(a, b)| a == b)
-        .count()
 }
 
 /// Runs one tool call, asking for an approval first when the mode requires it. Returns what the

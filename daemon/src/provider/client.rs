@@ -1,8 +1,10 @@
 //! The streaming HTTP client of one profile: it POSTs the conversation to `/chat/completions`,
-//! reads the SSE answer as it arrives and hands back the accumulated completion (SPEC §10).
+//! reads the SSE answer as it arrives and hands back the accumulated completion, retrying the
+//! faults that go away by themselves (SPEC §10).
 
 use std::pin::pin;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
@@ -11,30 +13,61 @@ use reqwest::Url;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use super::profile::{Profile, ProviderKind, RESERVED_BODY_FIELDS, ReasoningHistory};
+use super::profile::{
+    KeySource, Profile, ProviderKind, RESERVED_BODY_FIELDS, ReasoningHistory, ResolvedKey,
+};
+use super::quirks::{self, ServedModel};
+use super::retry::{self, RetryPolicy};
 use super::sse::{self, ChunkAccumulator};
-use super::{ChatRequest, Completion, FunctionSpec, Message, ProviderError, StreamDelta};
+use super::{
+    ChatRequest, Completion, FunctionSpec, Message, ProviderError, StreamDelta, StreamEvent,
+};
 
-const USER_AGENT: &str = concat!("cwcode/", env!("CARGO_PKG_VERSION"));
+/// cwcode's own name on every request, and never another product's (SPEC §10).
+pub(super) const USER_AGENT: &str = concat!("cwcode/", env!("CARGO_PKG_VERSION"));
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a 200 body that is not an SSE stream is kept to quote in the error.
 const BODY_START_BYTES: usize = 512;
 
-/// The client for one profile. Cloning is cheap and shares the connection pool.
+/// The client for one profile. Cloning is cheap and shares the connection pool and the model a
+/// local server was found to serve.
 #[derive(Clone)]
 pub struct Provider {
     profile_name: String,
+    kind: ProviderKind,
+    /// Empty when the server is asked which model it serves (see [`Provider::resolve_model`]).
     model: String,
+    served: Arc<OnceCell<ServedModel>>,
     endpoint: Url,
+    models_url: Url,
     http: reqwest::Client,
     /// Kept only to scrub it from error text that a provider echoes back.
     api_key: Option<String>,
+    key_source: KeySource,
     reasoning_history: ReasoningHistory,
     max_output_tokens: Option<u64>,
+    context_window: Option<u64>,
     request_extra: Map<String, Value>,
     idle_timeout: Duration,
+    retry: RetryPolicy,
+}
+
+/// One failed attempt, with the wait the provider asked for before the next.
+struct Failure {
+    error: ProviderError,
+    retry_after: Option<Duration>,
+}
+
+impl From<ProviderError> for Failure {
+    fn from(error: ProviderError) -> Failure {
+        Failure {
+            error,
+            retry_after: None,
+        }
+    }
 }
 
 impl Provider {
@@ -42,9 +75,59 @@ impl Provider {
     /// think silently for a long while, so this is generous.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
+    /// The client for `profile`, its key read from the daemon's environment when the profile
+    /// names a variable.
     pub fn new(profile_name: &str, profile: &Profile) -> Result<Provider, ProviderError> {
-        let endpoint = chat_completions_url(&profile.base_url)?;
-        let api_key = resolve_api_key(profile_name, profile)?;
+        Self::with_env(profile_name, profile, &|variable| {
+            std::env::var(variable).ok()
+        })
+    }
+
+    pub(super) fn with_env(
+        profile_name: &str,
+        profile: &Profile,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Provider, ProviderError> {
+        let misconfigured = |reason: String| ProviderError::Misconfigured {
+            profile: profile_name.to_owned(),
+            reason,
+        };
+        if let Some(placeholder) = quirks::unfilled_placeholder(&profile.base_url) {
+            return Err(misconfigured(format!(
+                "its base_url still holds the placeholder {placeholder}: set \
+                 profiles.{profile_name}.base_url in config.json (for Azure: \
+                 https://YOUR-RESOURCE.openai.azure.com/openai/v1)"
+            )));
+        }
+        let endpoints = Endpoints::new(&profile.base_url, profile.kind)?;
+        let model = match (&profile.model, endpoints.deployment) {
+            (model, _) if !model.is_empty() => model.clone(),
+            (_, Some(deployment)) => deployment,
+            _ if profile.kind == ProviderKind::Vllm => String::new(),
+            _ => {
+                return Err(misconfigured(format!(
+                    "it names no model: set profiles.{profile_name}.model in config.json{}",
+                    if profile.kind == ProviderKind::Azure {
+                        " to your deployment's name"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        };
+        let (api_key, key_source) = match profile.resolve_key(env) {
+            ResolvedKey::Found { key, source } => (Some(key), source),
+            ResolvedKey::NotNeeded => (None, KeySource::None),
+            ResolvedKey::Missing { variable } => {
+                return Err(ProviderError::MissingKey {
+                    profile: profile_name.to_owned(),
+                    hint: format!(
+                        "the environment variable {variable} where cwcoded starts, or run \
+                         `cwcode-cli config set-key {profile_name}` to store it in config.json"
+                    ),
+                });
+            }
+        };
         let headers = default_headers(profile, api_key.as_deref())?;
         install_crypto_provider();
         let http = reqwest::Client::builder()
@@ -52,22 +135,28 @@ impl Provider {
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|error| ProviderError::HttpClient(error_chain(&error)))?;
-        let request_extra = profile
-            .request_extra
-            .iter()
-            .filter(|(key, _)| !RESERVED_BODY_FIELDS.contains(&key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
         Ok(Provider {
             profile_name: profile_name.to_owned(),
-            model: profile.model.clone(),
-            endpoint,
+            kind: profile.kind,
+            model,
+            served: Arc::new(OnceCell::new()),
+            endpoint: endpoints.chat,
+            models_url: endpoints.models,
             http,
             api_key,
+            key_source,
             reasoning_history: profile.reasoning_history,
             max_output_tokens: profile.max_output_tokens,
-            request_extra,
+            context_window: profile.context_window,
+            // The configuration refuses these already; a profile built in code is held to the same.
+            request_extra: profile
+                .request_extra
+                .iter()
+                .filter(|(key, _)| !RESERVED_BODY_FIELDS.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            retry: RetryPolicy::default(),
         })
     }
 
@@ -77,12 +166,85 @@ impl Provider {
         self
     }
 
+    /// Replaces [`RetryPolicy::default`].
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Provider {
+        self.retry = retry;
+        self
+    }
+
+    /// The same client replaying earlier reasoning whatever the profile says: for a session
+    /// whose provider answered [`ProviderError::ReasoningMustBeKept`].
+    pub fn keeping_reasoning(&self) -> Provider {
+        Provider {
+            reasoning_history: ReasoningHistory::Keep,
+            ..self.clone()
+        }
+    }
+
     pub fn profile_name(&self) -> &str {
         &self.profile_name
     }
 
+    /// The model asked for; empty until [`Provider::resolve_model`] has asked a local server.
     pub fn model(&self) -> &str {
-        &self.model
+        match self.served.get() {
+            Some(served) if self.model.is_empty() => &served.id,
+            _ => &self.model,
+        }
+    }
+
+    /// The profile's context window, else what the local server reported with its model.
+    pub fn context_window(&self) -> Option<u64> {
+        self.context_window
+            .or_else(|| self.served.get().and_then(|served| served.max_model_len))
+    }
+
+    /// For a `vllm` profile without a model: asks the server once which model it serves; later
+    /// calls, and clones, reuse the answer. Call it before [`Provider::request_body`] when the
+    /// body must match what [`Provider::stream`] sends; `stream` calls it itself.
+    pub async fn resolve_model(&self) -> Result<(), ProviderError> {
+        if !self.model.is_empty() {
+            return Ok(());
+        }
+        self.served
+            .get_or_try_init(|| self.fetch_served_model())
+            .await
+            .map(|_| ())
+    }
+
+    async fn fetch_served_model(&self) -> Result<ServedModel, ProviderError> {
+        let url = self.models_url.clone();
+        let response = tokio::time::timeout(self.idle_timeout, self.http.get(url.clone()).send())
+            .await
+            .map_err(|_| self.idle_timeout_error())?
+            .map_err(|error| ProviderError::Connect {
+                url: url.to_string(),
+                reason: error_chain(&error.without_url()),
+            })?;
+        let status = response.status();
+        let body = tokio::time::timeout(self.idle_timeout, response.bytes())
+            .await
+            .map_err(|_| self.idle_timeout_error())?
+            .map_err(|error| ProviderError::Connect {
+                url: url.to_string(),
+                reason: error_chain(&error.without_url()),
+            })?;
+        if !status.is_success() {
+            return Err(ProviderError::Status {
+                url: url.to_string(),
+                status: status.as_u16(),
+                body: provider_error_text(
+                    &self.without_key(String::from_utf8_lossy(&body).into_owned()),
+                ),
+            });
+        }
+        quirks::first_served_model(&body).ok_or_else(|| ProviderError::Misconfigured {
+            profile: self.profile_name.clone(),
+            reason: format!(
+                "{url} lists no model: set profiles.{}.model in config.json",
+                self.profile_name
+            ),
+        })
     }
 
     /// The exact bytes POSTed for `request`. Every stable field comes before `messages`, which is
@@ -90,21 +252,30 @@ impl Provider {
     /// previous body up to the end of its messages (the sticky prefix, SPEC §6).
     pub fn request_body(&self, request: ChatRequest<'_>) -> Vec<u8> {
         let extra = &self.request_extra;
+        let reasoning_history = quirks::deepseek_keeps_reasoning_with_tools(
+            self.kind,
+            self.reasoning_history,
+            !request.tools.is_empty(),
+        );
+        let max_output_tokens = self
+            .max_output_tokens
+            .filter(|_| !extra.contains_key("max_tokens"))
+            .filter(|_| !extra.contains_key("max_completion_tokens"));
+        let completion_field = quirks::uses_max_completion_tokens(self.kind);
         let body = RequestBody {
-            model: &self.model,
+            model: self.model(),
             tools: request.tools.iter().map(WireTool::from).collect(),
             stream: true,
             stream_options: (!extra.contains_key("stream_options")).then_some(StreamOptions {
                 include_usage: true,
             }),
-            max_tokens: self
-                .max_output_tokens
-                .filter(|_| !extra.contains_key("max_tokens")),
+            max_tokens: max_output_tokens.filter(|_| !completion_field),
+            max_completion_tokens: max_output_tokens.filter(|_| completion_field),
             extra,
             messages: request
                 .messages
                 .iter()
-                .map(|message| WireMessage::new(message, self.reasoning_history))
+                .map(|message| WireMessage::new(message, reasoning_history))
                 .collect(),
         };
         // Strings, integers, booleans and JSON values under string keys always serialise.
@@ -112,19 +283,71 @@ impl Provider {
             .unwrap_or_else(|error| unreachable!("a request body always serialises: {error}"))
     }
 
-    /// Sends `request` and streams the answer: `on_delta` gets each piece of text as it arrives,
-    /// and the whole answer is returned at the end. Firing `cancel` ends the call at once.
-    pub async fn complete(
+    /// Sends `request` and streams the answer: `on_event` gets each piece of text as it arrives,
+    /// and a [`StreamEvent::Restart`] when a broken answer is asked for again. Retryable faults
+    /// are retried under the [`RetryPolicy`]; the whole answer is returned at the end. Firing
+    /// `cancel` ends the call at once, waits included.
+    pub async fn stream(
         &self,
         request: ChatRequest<'_>,
         cancel: &CancellationToken,
-        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Completion, ProviderError> {
-        let body = Bytes::from(self.request_body(request));
         tokio::select! {
             biased;
             () = cancel.cancelled() => Err(ProviderError::Cancelled),
-            result = self.attempt(body, on_delta) => result,
+            result = self.call_with_retries(request, on_event) => result,
+        }
+    }
+
+    async fn call_with_retries(
+        &self,
+        request: ChatRequest<'_>,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<Completion, ProviderError> {
+        let mut body = None;
+        let mut retry = 0;
+        loop {
+            let mut delivered = false;
+            let result = match self.resolve_model().await {
+                Ok(()) => {
+                    let body = body
+                        .get_or_insert_with(|| Bytes::from(self.request_body(request)))
+                        .clone();
+                    let mut on_delta = |delta| {
+                        delivered = true;
+                        on_event(StreamEvent::Delta(delta));
+                    };
+                    self.attempt(body, &mut on_delta).await
+                }
+                Err(error) => Err(Failure::from(error)),
+            };
+            let failure = match result {
+                Ok(completion) => return Ok(completion),
+                Err(failure) => failure,
+            };
+            if !failure.error.is_retryable() {
+                return Err(failure.error);
+            }
+            retry += 1;
+            let Some(wait) = self.retry.wait(retry, failure.retry_after) else {
+                return Err(ProviderError::GaveUp {
+                    attempts: retry,
+                    last: Box::new(failure.error),
+                });
+            };
+            let reason = failure.error.to_string();
+            tracing::warn!(
+                profile = %self.profile_name,
+                retry,
+                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                error = %reason,
+                "retrying the model call"
+            );
+            if delivered {
+                on_event(StreamEvent::Restart { retry, reason });
+            }
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -134,10 +357,10 @@ impl Provider {
         &self,
         body: Bytes,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
-    ) -> Result<Completion, ProviderError> {
+    ) -> Result<Completion, Failure> {
         let response = self.post(body).await?;
         let response = self.check_status(response).await?;
-        self.read_stream(response, on_delta).await
+        Ok(self.read_stream(response, on_delta).await?)
     }
 
     async fn post(&self, body: Bytes) -> Result<reqwest::Response, ProviderError> {
@@ -160,21 +383,55 @@ impl Provider {
     async fn check_status(
         &self,
         response: reqwest::Response,
-    ) -> Result<reqwest::Response, ProviderError> {
+    ) -> Result<reqwest::Response, Failure> {
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
+        let retry_after = retry::retry_after(response.headers(), SystemTime::now());
         let text = tokio::time::timeout(self.idle_timeout, response.text())
             .await
             .ok()
             .and_then(Result::ok)
             .unwrap_or_default();
-        Err(ProviderError::Status {
-            url: self.endpoint.to_string(),
-            status: status.as_u16(),
-            body: provider_error_text(&self.without_key(text)),
+        Err(Failure {
+            error: self.status_error(status.as_u16(), &self.without_key(text)),
+            retry_after,
         })
+    }
+
+    /// Tells apart the error statuses a user acts on differently.
+    fn status_error(&self, status: u16, text: &str) -> ProviderError {
+        let body = provider_error_text(text);
+        if quirks::reasoning_must_be_kept(status, text) {
+            return ProviderError::ReasoningMustBeKept {
+                profile: self.profile_name.clone(),
+                body,
+            };
+        }
+        if self.kind == ProviderKind::Kimi
+            && let Some(advice) = quirks::kimi_refusal_advice(status, text)
+        {
+            return ProviderError::AccessRefused {
+                profile: self.profile_name.clone(),
+                status,
+                body,
+                advice,
+            };
+        }
+        if matches!(status, 401 | 403) {
+            return ProviderError::Auth {
+                profile: self.profile_name.clone(),
+                status,
+                key_source: self.key_source.clone(),
+                body,
+            };
+        }
+        ProviderError::Status {
+            url: self.endpoint.to_string(),
+            status,
+            body,
+        }
     }
 
     async fn read_stream(
@@ -248,8 +505,9 @@ impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Provider")
             .field("profile_name", &self.profile_name)
-            .field("model", &self.model)
+            .field("model", &self.model())
             .field("endpoint", &self.endpoint.as_str())
+            .field("key_source", &self.key_source)
             .field("idle_timeout", &self.idle_timeout)
             .finish_non_exhaustive()
     }
@@ -265,6 +523,8 @@ struct RequestBody<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u64>,
     #[serde(flatten)]
     extra: &'a Map<String, Value>,
     messages: Vec<WireMessage<'a>>,
@@ -364,47 +624,62 @@ struct WireFunctionCall<'a> {
     arguments: &'a str,
 }
 
-/// `{base_url}/chat/completions`, whether or not the base ends in a slash, keeping any query
-/// (Azure's `api-version`).
-fn chat_completions_url(base_url: &str) -> Result<Url, ProviderError> {
-    let invalid = |reason: String| ProviderError::InvalidUrl {
-        url: base_url.to_owned(),
-        reason,
-    };
-    let mut url = Url::parse(base_url).map_err(|error| invalid(error.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid(format!(
-            "the scheme must be http or https, not {}",
-            url.scheme()
-        )));
-    }
-    url.path_segments_mut()
-        .map_err(|()| invalid("it cannot take a path".to_owned()))?
-        .pop_if_empty()
-        .extend(["chat", "completions"]);
-    Ok(url)
+/// Where a profile's requests go.
+struct Endpoints {
+    chat: Url,
+    models: Url,
+    /// The deployment a legacy Azure URL names.
+    deployment: Option<String>,
 }
 
-/// The key itself, else the variable it names; a profile with neither talks to a keyless local
-/// server.
-fn resolve_api_key(profile_name: &str, profile: &Profile) -> Result<Option<String>, ProviderError> {
-    if let Some(key) = profile.api_key.as_deref().map(str::trim)
-        && !key.is_empty()
-    {
-        return Ok(Some(key.to_owned()));
-    }
-    let Some(variable) = &profile.api_key_env else {
-        return Ok(None);
-    };
-    match std::env::var(variable) {
-        Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_owned())),
-        _ => Err(ProviderError::MissingKey {
-            profile: profile_name.to_owned(),
-            hint: format!(
-                "the environment variable {variable} where cwcoded runs, or \"api_key\" in this \
-                 profile in config.json"
-            ),
-        }),
+impl Endpoints {
+    /// `{base_url}/chat/completions` and `{base_url}/models`, whether or not the base ends in a
+    /// slash or already ends in `/chat/completions` (a pasted Azure URL), keeping any query.
+    fn new(base_url: &str, kind: ProviderKind) -> Result<Endpoints, ProviderError> {
+        let invalid = |reason: String| ProviderError::InvalidUrl {
+            url: base_url.to_owned(),
+            reason,
+        };
+        let mut base = Url::parse(base_url).map_err(|error| invalid(error.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "the scheme must be http or https, not {}",
+                base.scheme()
+            )));
+        }
+        let deployment = if kind == ProviderKind::Azure {
+            quirks::azure_deployment(&base)
+        } else {
+            None
+        };
+        if deployment.is_some() {
+            base = quirks::with_azure_api_version(base);
+        }
+        let segments: Vec<String> = base
+            .path_segments()
+            .ok_or_else(|| invalid("it cannot take a path".to_owned()))?
+            .filter(|segment| !segment.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let base_segments = match segments.as_slice() {
+            [rest @ .., chat, completions] if chat == "chat" && completions == "completions" => {
+                rest
+            }
+            all => all,
+        };
+        let with_path = |tail: &[&str]| {
+            let mut url = base.clone();
+            url.set_path("");
+            if let Ok(mut path) = url.path_segments_mut() {
+                path.clear().extend(base_segments).extend(tail);
+            }
+            url
+        };
+        Ok(Endpoints {
+            chat: with_path(&["chat", "completions"]),
+            models: with_path(&["models"]),
+            deployment,
+        })
     }
 }
 
@@ -412,10 +687,7 @@ fn default_headers(profile: &Profile, api_key: Option<&str>) -> Result<HeaderMap
     let mut headers = HeaderMap::new();
     headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
     if let Some(key) = api_key {
-        let (name, value) = match profile.kind {
-            ProviderKind::Openai => (header::AUTHORIZATION, format!("Bearer {key}")),
-            ProviderKind::Azure => (HeaderName::from_static("api-key"), key.to_owned()),
-        };
+        let (name, value) = quirks::auth_header(profile.kind, key);
         let value = sensitive_header_value(name.as_str(), &value)?;
         headers.insert(name, value);
     }
@@ -502,21 +774,37 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// [`Provider::stream`] seen as text only: what a test of the text path needs.
+    async fn complete_text(
+        provider: &Provider,
+        request: ChatRequest<'_>,
+        cancel: &CancellationToken,
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<Completion, ProviderError> {
+        let mut on_event = |event| {
+            if let StreamEvent::Delta(delta) = event {
+                on_delta(delta);
+            }
+        };
+        provider.stream(request, cancel, &mut on_event).await
+    }
+
+    use std::collections::VecDeque;
     use std::io;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
     use std::time::Instant;
 
     use axum::body::Body;
     use axum::extract::State;
-    use axum::http::{HeaderMap as AxumHeaderMap, StatusCode, Uri};
+    use axum::http::{HeaderMap as AxumHeaderMap, Method, StatusCode, Uri};
     use axum::response::Response;
-    use axum::routing::post;
     use cwcode_protocol::{ToolCall, Usage};
     use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
     use crate::provider::AssistantMessage;
+    use crate::provider::profile::profile_from_json;
 
     #[derive(Clone)]
     enum Step {
@@ -526,29 +814,105 @@ mod tests {
         Abort,
     }
 
+    /// One scripted answer of the fake server.
+    #[derive(Clone)]
+    struct Reply {
+        status: StatusCode,
+        headers: Vec<(&'static str, &'static str)>,
+        steps: Vec<Step>,
+    }
+
+    impl Reply {
+        fn ok(steps: Vec<Step>) -> Reply {
+            Reply {
+                status: StatusCode::OK,
+                headers: Vec::new(),
+                steps,
+            }
+        }
+
+        #[allow(clippy::unwrap_used)]
+        fn status(status: u16, body: &'static str) -> Reply {
+            Reply {
+                status: StatusCode::from_u16(status).unwrap(),
+                headers: Vec::new(),
+                steps: vec![Step::Send(body)],
+            }
+        }
+
+        fn header(mut self, name: &'static str, value: &'static str) -> Reply {
+            self.headers.push((name, value));
+            self
+        }
+    }
+
     struct Recorded {
-        path: String,
+        method: Method,
+        /// Path and query.
+        target: String,
         headers: AxumHeaderMap,
         body: Vec<u8>,
     }
 
+    impl Recorded {
+        #[allow(clippy::unwrap_used)]
+        fn header(&self, name: &str) -> Option<String> {
+            self.headers
+                .get(name)
+                .map(|value| value.to_str().unwrap().to_owned())
+        }
+
+        #[allow(clippy::unwrap_used)]
+        fn json(&self) -> Value {
+            serde_json::from_slice(&self.body).unwrap()
+        }
+    }
+
     struct FakeState {
-        status: StatusCode,
-        steps: Vec<Step>,
+        /// Served in order; the last one answers every later request too.
+        replies: Mutex<VecDeque<Reply>>,
         requests: Mutex<Vec<Recorded>>,
     }
 
-    /// Serves `steps` as the body of every answer to POST /v1/chat/completions on 127.0.0.1, and
-    /// records each request.
+    impl FakeState {
+        #[allow(clippy::unwrap_used)]
+        fn posts(&self) -> Vec<Recorded> {
+            let requests = self.requests.lock().unwrap();
+            requests
+                .iter()
+                .filter(|request| request.method == Method::POST)
+                .map(|request| Recorded {
+                    method: request.method.clone(),
+                    target: request.target.clone(),
+                    headers: request.headers.clone(),
+                    body: request.body.clone(),
+                })
+                .collect()
+        }
+
+        #[allow(clippy::unwrap_used)]
+        fn count(&self, method: Method) -> usize {
+            let requests = self.requests.lock().unwrap();
+            requests
+                .iter()
+                .filter(|request| request.method == method)
+                .count()
+        }
+    }
+
+    /// An answer to `GET …/models` as vLLM gives it.
+    const VLLM_MODELS: &str = r#"{"object":"list","data":[{"id":"Qwen/Qwen3.6-27B","object":"model","created":1764460800,"owned_by":"vllm","root":"Qwen/Qwen3.6-27B","parent":null,"max_model_len":262144,"permission":[]}]}"#;
+
+    /// Serves `replies` on 127.0.0.1 to every POST, whatever its path, and vLLM's model list
+    /// to every GET; records each request.
     #[allow(clippy::unwrap_used)]
-    async fn fake_server(status: StatusCode, steps: Vec<Step>) -> (String, Arc<FakeState>) {
+    async fn serve(replies: Vec<Reply>) -> (String, Arc<FakeState>) {
         let state = Arc::new(FakeState {
-            status,
-            steps,
+            replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
         });
         let app = axum::Router::new()
-            .route("/v1/chat/completions", post(answer))
+            .fallback(answer)
             .with_state(Arc::clone(&state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -556,20 +920,45 @@ mod tests {
         (format!("http://{address}/v1/"), state)
     }
 
+    async fn fake_server(status: StatusCode, steps: Vec<Step>) -> (String, Arc<FakeState>) {
+        serve(vec![Reply {
+            status,
+            headers: Vec::new(),
+            steps,
+        }])
+        .await
+    }
+
     #[allow(clippy::unwrap_used)]
     async fn answer(
         State(state): State<Arc<FakeState>>,
+        method: Method,
         uri: Uri,
         headers: AxumHeaderMap,
         body: axum::body::Bytes,
     ) -> Response {
+        let target = uri
+            .path_and_query()
+            .map_or(uri.path().to_owned(), |target| target.to_string());
         state.requests.lock().unwrap().push(Recorded {
-            path: uri.path().to_owned(),
+            method: method.clone(),
+            target,
             headers,
             body: body.to_vec(),
         });
-        let steps = state.steps.clone().into_iter();
-        let stream = futures::stream::unfold(steps, |mut steps| async move {
+        if method == Method::GET {
+            return Response::new(Body::from(VLLM_MODELS));
+        }
+        let reply = {
+            let mut replies = state.replies.lock().unwrap();
+            if replies.len() > 1 {
+                replies.pop_front()
+            } else {
+                replies.front().cloned()
+            }
+        }
+        .unwrap();
+        let stream = futures::stream::unfold(reply.steps.into_iter(), |mut steps| async move {
             loop {
                 match steps.next()? {
                     Step::Send(text) => {
@@ -581,12 +970,21 @@ mod tests {
                 }
             }
         });
-        Response::builder()
-            .status(state.status)
-            .header("content-type", "text/event-stream")
-            .body(Body::from_stream(stream))
-            .unwrap()
+        let mut response = Response::builder()
+            .status(reply.status)
+            .header("content-type", "text/event-stream");
+        for (name, value) in reply.headers {
+            response = response.header(name, value);
+        }
+        response.body(Body::from_stream(stream)).unwrap()
     }
+
+    /// Retries as the default policy does, in milliseconds.
+    const FAST_RETRIES: RetryPolicy = RetryPolicy {
+        max_retries: 2,
+        first_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(200),
+    };
 
     #[allow(clippy::unwrap_used)]
     fn profile(settings: Value) -> Profile {
@@ -595,12 +993,14 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .extend(settings.as_object().unwrap().clone());
-        serde_json::from_value(profile).unwrap()
+        profile_from_json("test", profile)
     }
 
     #[allow(clippy::unwrap_used)]
     fn provider(settings: Value) -> Provider {
-        Provider::new("test", &profile(settings)).unwrap()
+        Provider::new("test", &profile(settings))
+            .unwrap()
+            .with_retry_policy(FAST_RETRIES)
     }
 
     fn conversation() -> Vec<Message> {
@@ -614,6 +1014,21 @@ mod tests {
         ]
     }
 
+    async fn stream(
+        provider: &Provider,
+        cancel: &CancellationToken,
+    ) -> (Result<Completion, ProviderError>, Vec<StreamEvent>) {
+        let messages = conversation();
+        let request = ChatRequest {
+            messages: &messages,
+            tools: &[],
+        };
+        let mut events = Vec::new();
+        let mut on_event = |event| events.push(event);
+        let result = provider.stream(request, cancel, &mut on_event).await;
+        (result, events)
+    }
+
     async fn complete(
         provider: &Provider,
         cancel: &CancellationToken,
@@ -625,11 +1040,10 @@ mod tests {
         };
         let mut deltas = Vec::new();
         let mut on_delta = |delta| deltas.push(delta);
-        let result = provider.complete(request, cancel, &mut on_delta).await;
+        let result = complete_text(provider, request, cancel, &mut on_delta).await;
         (result, deltas)
     }
 
-    #[allow(clippy::unwrap_used)]
     async fn complete_against(
         steps: Vec<Step>,
         settings: Value,
@@ -641,6 +1055,7 @@ mod tests {
     }
 
     const FIRST_CHUNK: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
+    const WHOLE_ANSWER: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello there.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
 
     #[tokio::test]
     #[allow(clippy::unwrap_used)]
@@ -702,20 +1117,19 @@ mod tests {
             }
         );
 
-        let requests = state.requests.lock().unwrap();
+        let requests = state.posts();
         let [request] = requests.as_slice() else {
             panic!("expected one request, got {}", requests.len());
         };
-        assert_eq!(request.path, "/v1/chat/completions");
-        let header = |name: &str| request.headers[name].to_str().unwrap().to_owned();
-        assert_eq!(header("authorization"), "Bearer sk-test");
+        assert_eq!(request.target, "/v1/chat/completions");
+        assert_eq!(request.header("authorization").unwrap(), "Bearer sk-test");
         assert_eq!(
-            header("user-agent"),
+            request.header("user-agent").unwrap(),
             concat!("cwcode/", env!("CARGO_PKG_VERSION"))
         );
-        assert_eq!(header("x-team"), "blue");
-        assert_eq!(header("content-type"), "application/json");
-        assert_eq!(header("accept"), "text/event-stream");
+        assert_eq!(request.header("x-team").unwrap(), "blue");
+        assert_eq!(request.header("content-type").unwrap(), "application/json");
+        assert_eq!(request.header("accept").unwrap(), "text/event-stream");
         let messages = conversation();
         let expected_body = provider.request_body(ChatRequest {
             messages: &messages,
@@ -727,88 +1141,234 @@ mod tests {
     #[tokio::test]
     #[allow(clippy::unwrap_used)]
     async fn a_keyless_profile_sends_no_authorization_and_azure_sends_api_key() {
-        let steps = vec![Step::Send(
-            "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
-        )];
-        let (base_url, state) = fake_server(StatusCode::OK, steps).await;
+        let (base_url, state) = fake_server(StatusCode::OK, vec![Step::Send(WHOLE_ANSWER)]).await;
         let keyless = provider(json!({"base_url": base_url}));
         let azure = provider(json!({"base_url": base_url, "kind": "azure", "api_key": "az-key"}));
         let cancel = CancellationToken::new();
         complete(&keyless, &cancel).await.0.unwrap();
         complete(&azure, &cancel).await.0.unwrap();
 
-        let requests = state.requests.lock().unwrap();
-        assert!(!requests[0].headers.contains_key("authorization"));
-        assert!(!requests[0].headers.contains_key("api-key"));
-        assert_eq!(requests[1].headers["api-key"], "az-key");
-        assert!(!requests[1].headers.contains_key("authorization"));
+        let requests = state.posts();
+        assert_eq!(requests[0].header("authorization"), None);
+        assert_eq!(requests[0].header("api-key"), None);
+        assert_eq!(requests[1].header("api-key").unwrap(), "az-key");
+        assert_eq!(requests[1].header("authorization"), None);
     }
 
+    // Faults.
+
     #[tokio::test]
-    async fn an_error_status_carries_the_provider_text_without_the_key() {
-        let steps = vec![Step::Send(
-            "{\"error\":{\"message\":\"Internal failure serving key sk-test\",\"type\":\"server_error\"}}",
-        )];
-        let (base_url, _) = fake_server(StatusCode::INTERNAL_SERVER_ERROR, steps).await;
+    async fn a_non_retryable_error_status_carries_the_provider_text_without_the_key() {
+        let (base_url, state) = serve(vec![Reply::status(
+            404,
+            "{\"error\":{\"message\":\"Model not found for key sk-test\",\"type\":\"invalid_request_error\"}}",
+        )])
+        .await;
         let provider = provider(json!({"base_url": base_url, "api_key": "sk-test"}));
         assert!(!format!("{provider:?}").contains("sk-test"));
         let (result, deltas) = complete(&provider, &CancellationToken::new()).await;
         assert!(deltas.is_empty());
-        let Err(ProviderError::Status { status, body, url }) = result else {
+        let Err(ProviderError::Status { status, body, url }) = &result else {
             panic!("expected a status error, got {result:?}");
         };
-        assert_eq!(status, 500);
-        assert_eq!(body, "Internal failure serving key [redacted]");
+        assert_eq!(*status, 404);
+        assert_eq!(body, "Model not found for key [redacted]");
         assert!(url.ends_with("/v1/chat/completions"), "{url}");
+        let text = result.unwrap_err().to_string();
+        assert!(
+            text.contains("Check the profile's base_url and model"),
+            "{text}"
+        );
+        assert_eq!(state.count(Method::POST), 1, "a 404 is not retried");
     }
 
     #[tokio::test]
-    async fn a_stream_that_ends_without_finishing_is_an_error() {
-        let (result, deltas) = complete_against(vec![Step::Send(FIRST_CHUNK)], json!({})).await;
-        assert_eq!(deltas, [StreamDelta::Content("Hi".into())]);
+    #[allow(clippy::unwrap_used)]
+    async fn a_429_then_success_is_retried_honouring_retry_after() {
+        let (base_url, state) = serve(vec![
+            Reply::status(429, "{\"error\":{\"message\":\"Rate limit reached\"}}")
+                .header("retry-after", "0"),
+            Reply::status(429, "{\"error\":{\"message\":\"Rate limit reached\"}}")
+                .header("retry-after-ms", "150"),
+            Reply::ok(vec![Step::Send(WHOLE_ANSWER)]),
+        ])
+        .await;
+        let provider = provider(json!({"base_url": base_url}));
+        let started = Instant::now();
+        let (result, events) = stream(&provider, &CancellationToken::new()).await;
+        assert_eq!(result.unwrap().message.content, "Hello there.");
         assert!(
-            matches!(&result, Err(ProviderError::Stream(text)) if text.contains("no finish_reason and no [DONE]")),
+            started.elapsed() >= Duration::from_millis(150),
+            "retry-after-ms was not honoured: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(state.count(Method::POST), 3);
+        // Nothing had been shown, so there is nothing to restart.
+        assert_eq!(
+            events,
+            [StreamEvent::Delta(StreamDelta::Content(
+                "Hello there.".into()
+            ))]
+        );
+        let bodies: Vec<Vec<u8>> = state.posts().into_iter().map(|post| post.body).collect();
+        assert!(bodies.windows(2).all(|pair| pair[0] == pair[1]));
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_beyond_the_bound_is_not_waited_for() {
+        let (base_url, state) = serve(vec![
+            Reply::status(429, "{\"error\":{\"message\":\"Try again in an hour\"}}")
+                .header("retry-after", "3600"),
+        ])
+        .await;
+        let provider = provider(json!({"base_url": base_url}));
+        let started = Instant::now();
+        let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(
+            matches!(&result, Err(ProviderError::GaveUp { attempts: 1, last })
+                if matches!(**last, ProviderError::Status { status: 429, .. })),
             "{result:?}"
+        );
+        assert_eq!(state.count(Method::POST), 1);
+    }
+
+    #[tokio::test]
+    async fn persistent_5xx_gives_up_with_status_text_and_advice() {
+        let (base_url, state) = serve(vec![Reply::status(
+            503,
+            "{\"error\":{\"message\":\"Server overloaded, please try again later.\",\"type\":\"server_error\"}}",
+        )])
+        .await;
+        let provider = provider(json!({"base_url": base_url}));
+        let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        assert_eq!(state.count(Method::POST), 3, "one attempt and two retries");
+        let Err(error @ ProviderError::GaveUp { attempts: 3, .. }) = result else {
+            panic!("{result:?}");
+        };
+        let text = error.to_string();
+        for needle in [
+            "HTTP 503",
+            "Server overloaded, please try again later",
+            "send again in a few minutes, or switch to another profile",
+            "gave up after 3 attempts",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from {text}");
+        }
+        assert!(!text.contains(".."), "{text}");
+    }
+
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn an_unreachable_server_is_retried_then_a_connect_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let provider = provider(json!({"base_url": format!("http://{address}/v1")}));
+        let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        let Err(error @ ProviderError::GaveUp { attempts: 3, .. }) = result else {
+            panic!("{result:?}");
+        };
+        let ProviderError::GaveUp { last, .. } = &error else {
+            unreachable!();
+        };
+        assert!(
+            matches!(&**last, ProviderError::Connect { url, .. } if url.contains(&address.to_string())),
+            "{last:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("Check the network and the profile's base_url"),
+            "{error}"
         );
     }
 
     #[tokio::test]
-    async fn a_connection_cut_mid_answer_is_a_stream_error() {
-        let (result, _) = complete_against(
-            vec![
+    #[allow(clippy::unwrap_used)]
+    async fn a_connection_cut_mid_answer_restarts_and_the_retry_answers() {
+        let (base_url, state) = serve(vec![
+            Reply::ok(vec![
                 Step::Send(FIRST_CHUNK),
                 // Lets the server flush the headers and the first chunk before it breaks off.
                 Step::Pause(Duration::from_millis(50)),
                 Step::Abort,
-            ],
-            json!({}),
-        )
+            ]),
+            Reply::ok(vec![Step::Send(WHOLE_ANSWER)]),
+        ])
         .await;
+        let provider = provider(json!({"base_url": base_url}));
+        let (result, events) = stream(&provider, &CancellationToken::new()).await;
+        let completion = result.unwrap();
+        assert_eq!(
+            completion.message.content, "Hello there.",
+            "the partial answer is dropped"
+        );
+        let [first, restart, second] = events.as_slice() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(
+            first,
+            &StreamEvent::Delta(StreamDelta::Content("Hi".into()))
+        );
         assert!(
-            matches!(&result, Err(ProviderError::Stream(text)) if text.contains("connection broke")),
+            matches!(restart, StreamEvent::Restart { retry: 1, reason } if reason.contains("connection broke")),
+            "{restart:?}"
+        );
+        assert_eq!(
+            second,
+            &StreamEvent::Delta(StreamDelta::Content("Hello there.".into()))
+        );
+        assert_eq!(state.count(Method::POST), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_ends_without_finishing_restarts_then_gives_up() {
+        let (base_url, _) = fake_server(StatusCode::OK, vec![Step::Send(FIRST_CHUNK)]).await;
+        let provider = provider(json!({"base_url": base_url}));
+        let (result, events) = stream(&provider, &CancellationToken::new()).await;
+        assert!(
+            matches!(&result, Err(ProviderError::GaveUp { last, .. })
+                if matches!(&**last, ProviderError::Stream(text) if text.contains("no finish_reason and no [DONE]"))),
             "{result:?}"
         );
+        let restarts = events
+            .iter()
+            .filter(|event| matches!(event, StreamEvent::Restart { .. }))
+            .count();
+        assert_eq!(restarts, 2, "{events:?}");
+        assert_eq!(events.len(), 5, "three partial answers, two restarts");
     }
 
     #[tokio::test]
     async fn an_empty_200_body_is_an_error() {
         let (result, _) = complete_against(Vec::new(), json!({})).await;
         assert!(
-            matches!(&result, Err(ProviderError::Stream(text)) if text.contains("empty body")),
+            matches!(&result, Err(ProviderError::GaveUp { last, .. })
+                if matches!(&**last, ProviderError::Stream(text) if text.contains("empty body"))),
             "{result:?}"
         );
     }
 
     #[tokio::test]
-    async fn a_200_that_is_not_sse_quotes_what_came() {
-        let steps = vec![Step::Send(
-            "{\"object\":\"chat.completion\",\"choices\":[]}",
-        )];
-        let (result, _) = complete_against(steps, json!({})).await;
+    async fn a_200_that_is_not_sse_quotes_what_came_and_is_not_retried() {
+        let (base_url, state) = fake_server(
+            StatusCode::OK,
+            vec![Step::Send(
+                "{\"object\":\"chat.completion\",\"choices\":[]}",
+            )],
+        )
+        .await;
+        let (result, _) = complete(
+            &provider(json!({"base_url": base_url})),
+            &CancellationToken::new(),
+        )
+        .await;
         assert!(
             matches!(&result, Err(ProviderError::Protocol(text)) if text.contains("chat.completion")),
             "{result:?}"
         );
+        assert_eq!(state.count(Method::POST), 1);
     }
 
     #[tokio::test]
@@ -827,11 +1387,37 @@ mod tests {
         let started = Instant::now();
         let result = tokio::time::timeout(
             Duration::from_secs(5),
-            provider.complete(request, &cancel, &mut on_delta),
+            complete_text(&provider, request, &cancel, &mut on_delta),
         )
         .await;
         assert!(
             matches!(result, Ok(Err(ProviderError::Cancelled))),
+            "{result:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn cancel_during_a_backoff_wait_ends_the_call_promptly() {
+        let (base_url, _) = serve(vec![
+            Reply::status(503, "{\"error\":{\"message\":\"busy\"}}").header("retry-after", "20"),
+        ])
+        .await;
+        let provider = provider(json!({"base_url": base_url})).with_retry_policy(RetryPolicy {
+            max_retries: 1,
+            first_delay: Duration::from_secs(20),
+            max_delay: Duration::from_secs(30),
+        });
+        let cancel = CancellationToken::new();
+        let canceller = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            canceller.cancel();
+        });
+        let started = Instant::now();
+        let (result, _) = complete(&provider, &cancel).await;
+        assert!(
+            matches!(result, Err(ProviderError::Cancelled)),
             "{result:?}"
         );
         assert!(started.elapsed() < Duration::from_secs(2));
@@ -846,12 +1432,16 @@ mod tests {
         }
         steps.push(Step::Hang);
         let (base_url, _) = fake_server(StatusCode::OK, steps).await;
-        let provider =
-            provider(json!({"base_url": base_url})).with_idle_timeout(Duration::from_millis(300));
+        let provider = provider(json!({"base_url": base_url}))
+            .with_idle_timeout(Duration::from_millis(300))
+            .with_retry_policy(RetryPolicy {
+                max_retries: 0,
+                ..FAST_RETRIES
+            });
         let started = Instant::now();
         let (result, _) = complete(&provider, &CancellationToken::new()).await;
         assert!(
-            matches!(result, Err(ProviderError::IdleTimeout(_))),
+            matches!(&result, Err(ProviderError::GaveUp { last, .. }) if matches!(**last, ProviderError::IdleTimeout(_))),
             "{result:?}"
         );
         assert!(
@@ -879,22 +1469,126 @@ mod tests {
         );
     }
 
+    /// DeepSeek's 401, as it sends it.
+    const DEEPSEEK_401: &str = "{\"error\":{\"message\":\"Authentication Fails, Your api key: ****e-42 is invalid\",\"type\":\"authentication_error\",\"param\":null,\"code\":\"invalid_request_error\"}}";
+
     #[tokio::test]
     #[allow(clippy::unwrap_used)]
-    async fn an_unreachable_server_is_a_connect_error() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        drop(listener);
-        let provider = provider(json!({"base_url": format!("http://{address}/v1")}));
+    async fn a_401_names_the_profile_and_the_key_variable_but_never_the_key() {
+        let (base_url, state) = serve(vec![Reply::status(401, DEEPSEEK_401)]).await;
+        let profile = profile_from_json("deepseek-v4-pro", json!({"base_url": base_url}));
+        let env =
+            |variable: &str| (variable == "DEEPSEEK_API_KEY").then(|| "sk-live-e-42".to_owned());
+        let provider = Provider::with_env("deepseek-v4-pro", &profile, &env)
+            .unwrap()
+            .with_retry_policy(FAST_RETRIES);
         let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        let Err(error @ ProviderError::Auth { .. }) = result else {
+            panic!("{result:?}");
+        };
+        let text = error.to_string();
+        for needle in [
+            "`deepseek-v4-pro`",
+            "the environment variable DEEPSEEK_API_KEY",
+            "HTTP 401",
+            "Authentication Fails",
+            "cwcode-cli config set-key deepseek-v4-pro",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from {text}");
+        }
+        assert!(!text.contains("sk-live"), "{text}");
+        assert_eq!(state.count(Method::POST), 1, "a refused key is not retried");
+    }
+
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn a_403_on_a_key_from_config_json_says_so() {
+        let (base_url, _) = serve(vec![Reply::status(
+            403,
+            "{\"error\":{\"message\":\"Forbidden\"}}",
+        )])
+        .await;
+        let provider = provider(json!({"base_url": base_url, "api_key": "sk-file"}));
+        let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        let text = result.unwrap_err().to_string();
         assert!(
-            matches!(&result, Err(ProviderError::Connect { url, .. }) if url.contains(&address.to_string())),
-            "{result:?}"
+            text.contains("`test`") && text.contains("\"api_key\" in config.json"),
+            "{text}"
+        );
+        assert!(!text.contains("sk-file"), "{text}");
+    }
+
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn kimi_refusing_the_agent_is_not_blamed_on_the_key() {
+        let (base_url, _) = serve(vec![Reply::status(
+            403,
+            "{\"error\":{\"message\":\"Kimi For Coding is currently only available for Coding Agents such as Kimi CLI, Claude Code, Roo Code, Kilo Code, etc.\",\"type\":\"access_terminated_error\"}}",
+        )])
+        .await;
+        let profile = profile_from_json(
+            "kimi-for-coding",
+            json!({"base_url": base_url, "api_key": "sk-kimi"}),
+        );
+        let provider = Provider::new("kimi-for-coding", &profile).unwrap();
+        let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        let Err(error @ ProviderError::AccessRefused { .. }) = result else {
+            panic!("{result:?}");
+        };
+        let text = error.to_string();
+        assert!(text.contains("only available for Coding Agents"), "{text}");
+        assert!(text.contains("honestly as cwcode/"), "{text}");
+        assert!(!text.contains("set-key"), "{text}");
+    }
+
+    /// DeepSeek's answer to a thinking-mode history without its reasoning, byte for byte.
+    const DEEPSEEK_REASONING_400: &str = "{\"error\":{\"message\":\"The `reasoning_content` in the thinking mode must be passed back to the API.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"invalid_request_error\"}}";
+
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn the_reasoning_400_is_its_own_error_and_keeping_reasoning_resends_it() {
+        let (base_url, state) = serve(vec![
+            Reply::status(400, DEEPSEEK_REASONING_400),
+            Reply::ok(vec![Step::Send(WHOLE_ANSWER)]),
+        ])
+        .await;
+        let provider = provider(json!({"base_url": base_url}));
+        let history = sample_history();
+        let tools = sample_tools();
+        let request = ChatRequest {
+            messages: &history,
+            tools: &tools,
+        };
+        let cancel = CancellationToken::new();
+        let result = provider.stream(request, &cancel, &mut |_| {}).await;
+        let Err(error @ ProviderError::ReasoningMustBeKept { .. }) = result else {
+            panic!("{result:?}");
+        };
+        assert!(error.to_string().contains("must be passed back"), "{error}");
+        assert_eq!(state.count(Method::POST), 1, "it is not retried as is");
+
+        let keeping = provider.keeping_reasoning();
+        keeping.stream(request, &cancel, &mut |_| {}).await.unwrap();
+        let posts = state.posts();
+        assert!(
+            !posts[0].json()["messages"][2]
+                .as_object()
+                .unwrap()
+                .contains_key("reasoning_content")
+        );
+        assert_eq!(posts[1].json()["messages"][2]["reasoning_content"], "r");
+        assert_eq!(posts[1].json()["messages"][4]["reasoning_content"], "");
+        assert_eq!(
+            keeping.request_body(request),
+            posts[1].body,
+            "request_body is what is sent"
         );
     }
 
+    // Configuration problems found when the client is built.
+
     #[test]
-    fn a_missing_key_variable_is_named_with_config_json() {
+    fn a_missing_key_variable_is_named_with_set_key() {
         let profile = profile(json!({"api_key_env": "CWCODE_TEST_KEY_THAT_IS_NEVER_SET"}));
         let Err(error) = Provider::new("remote", &profile) else {
             panic!("expected a missing key");
@@ -904,6 +1598,7 @@ mod tests {
         assert!(
             text.contains("`remote`")
                 && text.contains("CWCODE_TEST_KEY_THAT_IS_NEVER_SET")
+                && text.contains("cwcode-cli config set-key remote")
                 && text.contains("config.json"),
             "{text}"
         );
@@ -930,27 +1625,390 @@ mod tests {
     #[test]
     #[allow(clippy::unwrap_used)]
     fn the_endpoint_is_base_url_plus_chat_completions() {
-        for (base_url, endpoint) in [
+        for (base_url, endpoint, models) in [
             (
                 "http://127.0.0.1:8000/v1",
                 "http://127.0.0.1:8000/v1/chat/completions",
+                "http://127.0.0.1:8000/v1/models",
             ),
             (
                 "http://127.0.0.1:8000/v1/",
                 "http://127.0.0.1:8000/v1/chat/completions",
+                "http://127.0.0.1:8000/v1/models",
             ),
             (
                 "https://api.example.invalid",
                 "https://api.example.invalid/chat/completions",
+                "https://api.example.invalid/models",
+            ),
+            (
+                "https://api.example.invalid/v1/chat/completions",
+                "https://api.example.invalid/v1/chat/completions",
+                "https://api.example.invalid/v1/models",
             ),
             (
                 "https://r.example.invalid/openai/deployments/d?api-version=2024-10-21",
                 "https://r.example.invalid/openai/deployments/d/chat/completions?api-version=2024-10-21",
+                "https://r.example.invalid/openai/deployments/d/models?api-version=2024-10-21",
             ),
         ] {
-            assert_eq!(chat_completions_url(base_url).unwrap().as_str(), endpoint);
+            let endpoints = Endpoints::new(base_url, ProviderKind::Openai).unwrap();
+            assert_eq!(endpoints.chat.as_str(), endpoint);
+            assert_eq!(endpoints.models.as_str(), models);
         }
     }
+
+    // The built-in profiles, against what each provider documents.
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn every_key(variable: &str) -> Option<String> {
+        Some(format!("key-of-{variable}"))
+    }
+
+    #[allow(clippy::unwrap_used)]
+    fn built_in(name: &str, overrides: Value) -> Provider {
+        let profile = profile_from_json(name, overrides);
+        Provider::with_env(name, &profile, &every_key)
+            .unwrap()
+            .with_retry_policy(FAST_RETRIES)
+    }
+
+    /// Sends the sample history with tools through a built-in profile pointed at the fake
+    /// server, and returns what arrived.
+    #[allow(clippy::unwrap_used)]
+    async fn sent_by(name: &str, overrides: Value) -> (Recorded, Provider) {
+        let (base_url, state) = fake_server(StatusCode::OK, vec![Step::Send(WHOLE_ANSWER)]).await;
+        let mut overrides = overrides;
+        overrides["base_url"] = json!(base_url);
+        let provider = built_in(name, overrides);
+        let history = sample_history();
+        let tools = sample_tools();
+        let request = ChatRequest {
+            messages: &history,
+            tools: &tools,
+        };
+        provider
+            .stream(request, &CancellationToken::new(), &mut |_| {})
+            .await
+            .unwrap();
+        let mut posts = state.posts();
+        assert_eq!(posts.len(), 1);
+        (posts.remove(0), provider)
+    }
+
+    #[allow(clippy::unwrap_used)]
+    fn assert_common_shape(request: &Recorded, model: &str) {
+        let body = request.json();
+        assert_eq!(request.target, "/v1/chat/completions");
+        assert_eq!(
+            request.header("user-agent").unwrap(),
+            concat!("cwcode/", env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(body["model"], model);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(body["tools"][0]["type"], "function");
+        assert_eq!(body["tools"][0]["function"]["name"], "ls");
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "s"})
+        );
+        // Tool calls go back with "" rather than null content.
+        assert_eq!(body["messages"][2]["content"], "");
+        assert_eq!(body["messages"][2]["tool_calls"][0]["id"], "c1");
+        assert_eq!(
+            body["messages"][3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "out"})
+        );
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn built_in_endpoints_are_the_documented_ones() {
+        for (name, endpoint) in [
+            (
+                "deepseek-v4-pro",
+                "https://api.deepseek.com/chat/completions",
+            ),
+            (
+                "qwen3.6-27b",
+                "https://dashscope-intl.aliyuncs.com/compatible-mode/v1/chat/completions",
+            ),
+            (
+                "kimi-for-coding",
+                "https://api.kimi.com/coding/v1/chat/completions",
+            ),
+            ("local-vllm", "http://127.0.0.1:8000/v1/chat/completions"),
+        ] {
+            let provider = built_in(name, json!({}));
+            assert_eq!(provider.endpoint.as_str(), endpoint, "{name}");
+        }
+        let azure = built_in(
+            "azure-openai",
+            json!({"base_url": "https://my-res.openai.azure.com/openai/v1", "model": "gpt-4o-prod"}),
+        );
+        assert_eq!(
+            azure.endpoint.as_str(),
+            "https://my-res.openai.azure.com/openai/v1/chat/completions"
+        );
+        assert_eq!(azure.model(), "gpt-4o-prod");
+        let legacy = built_in(
+            "azure-openai",
+            json!({"base_url": "https://my-res.openai.azure.com/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"}),
+        );
+        assert_eq!(
+            legacy.endpoint.as_str(),
+            "https://my-res.openai.azure.com/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(legacy.model(), "gpt-4o");
+        let unversioned = built_in(
+            "azure-openai",
+            json!({"base_url": "https://my-res.openai.azure.com/openai/deployments/gpt-4o"}),
+        );
+        assert_eq!(
+            unversioned.endpoint.as_str(),
+            "https://my-res.openai.azure.com/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"
+        );
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn built_ins_take_their_keys_from_their_variables() {
+        for (name, variable) in [
+            ("deepseek-v4-pro", "DEEPSEEK_API_KEY"),
+            ("qwen3.6-27b", "DASHSCOPE_API_KEY"),
+            ("kimi-for-coding", "KIMI_API_KEY"),
+        ] {
+            let provider = built_in(name, json!({}));
+            assert_eq!(
+                provider.key_source,
+                KeySource::Env(variable.into()),
+                "{name}"
+            );
+            assert_eq!(
+                provider.api_key.as_deref(),
+                Some(format!("key-of-{variable}").as_str())
+            );
+            let profile = profile_from_json(name, json!({}));
+            let error = Provider::with_env(name, &profile, &no_env).unwrap_err();
+            assert!(error.to_string().contains(variable), "{error}");
+        }
+        let local = Provider::with_env(
+            "local-vllm",
+            &profile_from_json("local-vllm", json!({})),
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(local.key_source, KeySource::None);
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn azure_without_its_resource_or_deployment_says_what_to_set() {
+        let profile = profile_from_json("azure-openai", json!({}));
+        let error = Provider::with_env("azure-openai", &profile, &every_key)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("{resource}") && error.contains("profiles.azure-openai.base_url"),
+            "{error}"
+        );
+        let profile = profile_from_json(
+            "azure-openai",
+            json!({"base_url": "https://my-res.openai.azure.com/openai/v1"}),
+        );
+        let error = Provider::with_env("azure-openai", &profile, &every_key)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("profiles.azure-openai.model") && error.contains("deployment"),
+            "{error}"
+        );
+    }
+
+    /// api-docs.deepseek.com: Bearer auth, model `deepseek-v4-pro`, reasoning_content passed
+    /// back on assistant messages in thinking mode with tools, empty ones included.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn deepseek_request_shape() {
+        let (request, _) = sent_by("deepseek-v4-pro", json!({})).await;
+        assert_common_shape(&request, "deepseek-v4-pro");
+        assert_eq!(
+            request.header("authorization").unwrap(),
+            "Bearer key-of-DEEPSEEK_API_KEY"
+        );
+        let body = request.json();
+        assert_eq!(body["messages"][2]["reasoning_content"], "r");
+        assert_eq!(body["messages"][4]["reasoning_content"], "");
+        assert!(body.get("max_tokens").is_none());
+
+        // Told to strip, it still keeps reasoning while tools are on offer.
+        let stripping = built_in("deepseek-v4-pro", json!({"reasoning_history": "strip"}));
+        let history = sample_history();
+        let tools = sample_tools();
+        let with_tools = String::from_utf8(stripping.request_body(ChatRequest {
+            messages: &history,
+            tools: &tools,
+        }))
+        .unwrap();
+        assert!(
+            with_tools.contains(r#""reasoning_content":"""#),
+            "{with_tools}"
+        );
+        let without_tools = String::from_utf8(stripping.request_body(ChatRequest {
+            messages: &history,
+            tools: &[],
+        }))
+        .unwrap();
+        assert!(
+            !without_tools.contains("reasoning_content"),
+            "{without_tools}"
+        );
+    }
+
+    /// DashScope's compatible mode: Bearer auth, `stream_options.include_usage` for usage in
+    /// the stream; reasoning is not sent back.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn qwen_request_shape() {
+        let (request, _) = sent_by("qwen3.6-27b", json!({})).await;
+        assert_common_shape(&request, "qwen3.6-27b");
+        assert_eq!(
+            request.header("authorization").unwrap(),
+            "Bearer key-of-DASHSCOPE_API_KEY"
+        );
+        let body = request.json();
+        assert!(
+            !body["messages"][2]
+                .as_object()
+                .unwrap()
+                .contains_key("reasoning_content")
+        );
+    }
+
+    /// Azure's v1 API: the key in `api-key` and no Authorization, the deployment as model,
+    /// `max_completion_tokens` rather than `max_tokens`.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn azure_request_shape() {
+        let (base_url, state) = fake_server(StatusCode::OK, vec![Step::Send(WHOLE_ANSWER)]).await;
+        let azure_base = base_url.replace("/v1/", "/openai/v1");
+        let provider = built_in(
+            "azure-openai",
+            json!({"base_url": azure_base, "model": "gpt-4o-prod", "max_output_tokens": 2048}),
+        );
+        let history = sample_history();
+        let tools = sample_tools();
+        let request = ChatRequest {
+            messages: &history,
+            tools: &tools,
+        };
+        provider
+            .stream(request, &CancellationToken::new(), &mut |_| {})
+            .await
+            .unwrap();
+        let posts = state.posts();
+        let request = &posts[0];
+        assert_eq!(request.target, "/openai/v1/chat/completions");
+        assert_eq!(
+            request.header("api-key").unwrap(),
+            "key-of-AZURE_OPENAI_API_KEY"
+        );
+        assert_eq!(request.header("authorization"), None);
+        let body = request.json();
+        assert_eq!(body["model"], "gpt-4o-prod");
+        assert_eq!(body["max_completion_tokens"], 2048);
+        assert!(body.get("max_tokens").is_none());
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    }
+
+    /// A legacy deployment URL: the deployment in the path, `api-version` in the query.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn azure_legacy_request_shape() {
+        let (base_url, state) = fake_server(StatusCode::OK, vec![Step::Send(WHOLE_ANSWER)]).await;
+        let legacy = base_url.replace("/v1/", "/openai/deployments/gpt-4o");
+        let provider = built_in("azure-openai", json!({"base_url": legacy}));
+        complete(&provider, &CancellationToken::new())
+            .await
+            .0
+            .unwrap();
+        let posts = state.posts();
+        assert_eq!(
+            posts[0].target,
+            "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(posts[0].json()["model"], "gpt-4o");
+    }
+
+    /// Kimi For Coding: Bearer auth, cwcode's own User-Agent beside the user's headers, an
+    /// output budget set, reasoning kept.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn kimi_request_shape() {
+        let (request, _) = sent_by(
+            "kimi-for-coding",
+            json!({"headers": {"X-Client-Note": "team"}}),
+        )
+        .await;
+        assert_common_shape(&request, "kimi-for-coding");
+        assert_eq!(
+            request.header("authorization").unwrap(),
+            "Bearer key-of-KIMI_API_KEY"
+        );
+        assert_eq!(request.header("x-client-note").unwrap(), "team");
+        let body = request.json();
+        assert_eq!(body["max_tokens"], 32_768);
+        assert_eq!(body["messages"][2]["reasoning_content"], "r");
+    }
+
+    /// A local vLLM: no key, and the model is the first of `/v1/models`, asked for once, on
+    /// first use.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn vllm_request_shape_with_the_served_model() {
+        let (base_url, state) = fake_server(StatusCode::OK, vec![Step::Send(WHOLE_ANSWER)]).await;
+        let provider = built_in("local-vllm", json!({"base_url": base_url}));
+        assert_eq!(provider.model(), "");
+        assert_eq!(provider.context_window(), None);
+        assert_eq!(state.count(Method::GET), 0, "nothing is asked before use");
+        complete(&provider, &CancellationToken::new())
+            .await
+            .0
+            .unwrap();
+        complete(&provider.clone(), &CancellationToken::new())
+            .await
+            .0
+            .unwrap();
+        assert_eq!(
+            state.count(Method::GET),
+            1,
+            "the model list is fetched once"
+        );
+        let posts = state.posts();
+        assert_eq!(posts.len(), 2);
+        assert_eq!(posts[0].header("authorization"), None);
+        assert_eq!(posts[0].json()["model"], "Qwen/Qwen3.6-27B");
+        assert_eq!(provider.model(), "Qwen/Qwen3.6-27B");
+        assert_eq!(provider.context_window(), Some(262_144));
+        let requests = state.requests.lock().unwrap();
+        assert_eq!(requests[0].target, "/v1/models");
+    }
+
+    #[test]
+    fn a_profile_context_window_wins_over_the_servers() {
+        let provider = built_in("local-vllm", json!({"context_window": 4096}));
+        assert_eq!(provider.context_window(), Some(4096));
+        assert_eq!(
+            built_in("deepseek-v4-pro", json!({})).context_window(),
+            Some(1_000_000)
+        );
+    }
+
+    // The request body.
 
     fn sample_history() -> Vec<Message> {
         vec![
@@ -1026,6 +2084,14 @@ mod tests {
             body.contains(r#"{"role":"assistant","content":"done","reasoning_content":""}"#),
             "{body}"
         );
+        assert_eq!(
+            body,
+            body_text(
+                &self::provider(json!({})).keeping_reasoning(),
+                &sample_history(),
+                &[]
+            )
+        );
     }
 
     #[test]
@@ -1092,9 +2158,14 @@ mod tests {
     /// SPEC §6: the only bytes that differ between consecutive requests are the new messages.
     #[test]
     fn a_longer_history_extends_the_previous_body() {
-        for reasoning in ["strip", "keep"] {
+        for (kind, reasoning) in [
+            ("openai", "strip"),
+            ("openai", "keep"),
+            ("deepseek", "strip"),
+            ("azure", "keep"),
+        ] {
             let provider = provider(json!({
-                "reasoning_history": reasoning, "max_output_tokens": 64,
+                "kind": kind, "reasoning_history": reasoning, "max_output_tokens": 64,
                 "request_extra": {"temperature": 0}
             }));
             let tools = sample_tools();
@@ -1111,6 +2182,12 @@ mod tests {
                 let previous_without_close = previous.strip_suffix(b"]}");
                 prop_assert!(previous_without_close.is_some());
                 prop_assert!(previous_without_close.is_some_and(|prefix| next.starts_with(prefix)));
+                let shared = crate::provider::shared_prefix_len(&previous, &next);
+                if previous_len < history.len() {
+                    prop_assert_eq!(shared, previous.len() - 2);
+                } else {
+                    prop_assert_eq!(shared, previous.len());
+                }
             });
         }
     }

@@ -1,10 +1,15 @@
 //! OpenAI-compatible chat completions (SPEC §10): profiles, the HTTP client, the SSE stream and
-//! its accumulation into one assistant message with usage.
+//! its accumulation into one assistant message with usage, retries, and the token arithmetic the
+//! context management and the sticky-prefix measurement need (SPEC §6).
 
+mod builtin;
 mod client;
 pub mod pool;
 mod profile;
+mod quirks;
+mod retry;
 mod sse;
+mod tokens;
 
 use std::collections::BTreeMap;
 
@@ -13,8 +18,10 @@ use serde::{Deserialize, Serialize};
 
 pub use client::Provider;
 pub use profile::{
-    Config, ConfigError, EditTools, Pricing, Profile, ProviderKind, ReasoningHistory,
+    Config, ConfigError, EditTools, KeySource, Pricing, Profile, ProviderKind, ReasoningHistory,
 };
+pub use retry::RetryPolicy;
+pub use tokens::{estimate_request_tokens, estimate_tokens, shared_prefix_len};
 
 /// One message of the conversation, in the session's own terms. The provider serialises it to
 /// each profile's wire shape; the same history always produces the same bytes.
@@ -62,6 +69,22 @@ pub enum StreamDelta {
     Reasoning(String),
 }
 
+/// What [`Provider::stream`] reports while one model call runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    Delta(StreamDelta),
+    /// The answer broke off mid-stream and is being asked for again from the start. Every
+    /// `Delta` delivered since the call began, or since the previous `Restart`, belongs to an
+    /// answer that will never be completed: clients must discard that partial text. Only sent
+    /// when such deltas exist; the completion that the call returns never includes them.
+    Restart {
+        /// 1 for the first retry.
+        retry: u32,
+        /// Why the previous attempt was abandoned, for the user.
+        reason: String,
+    },
+}
+
 /// The accumulated answer of one model call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Completion {
@@ -75,6 +98,9 @@ pub struct Completion {
 pub enum ProviderError {
     #[error("profile `{profile}` has no API key: set {hint}")]
     MissingKey { profile: String, hint: String },
+    /// The profile cannot be used as configured (a placeholder left in, a model missing).
+    #[error("profile `{profile}` is not usable yet: {reason}")]
+    Misconfigured { profile: String, reason: String },
     #[error("invalid provider URL `{url}`: {reason}")]
     InvalidUrl { url: String, reason: String },
     #[error("invalid header `{name}` in the profile: {reason}")]
@@ -83,20 +109,125 @@ pub enum ProviderError {
     HttpClient(String),
     #[error("cannot reach {url}: {reason}")]
     Connect { url: String, reason: String },
-    #[error("{url} answered HTTP {status}: {body}")]
+    #[error("{}", status_message(url, *status, body))]
     Status {
         url: String,
         status: u16,
         body: String,
     },
+    /// 401 or 403: the key was refused. Names where the key came from, never the key.
+    #[error(
+        "profile `{profile}`: the provider refused the request sent with {key_source} (HTTP \
+         {status}: {body}). Check that key, or set another with `cwcode-cli config set-key \
+         {profile}`"
+    )]
+    Auth {
+        profile: String,
+        status: u16,
+        key_source: KeySource,
+        body: String,
+    },
+    /// The provider admits only clients it recognises, or the plan's quota is spent: a new key
+    /// would not help, so this is not an [`ProviderError::Auth`].
+    #[error("profile `{profile}`: the provider refused access (HTTP {status}: {body}). {advice}")]
+    AccessRefused {
+        profile: String,
+        status: u16,
+        body: String,
+        advice: String,
+    },
+    /// The provider's 400 for a history whose assistant messages lack their reasoning (DeepSeek's
+    /// thinking mode with tools, and others built like it). The caller switches the session to
+    /// [`Provider::keeping_reasoning`] and sends the request once more.
+    #[error(
+        "profile `{profile}`: the provider requires earlier reasoning to be sent back ({body}); \
+         set \"reasoning_history\": \"keep\" for this profile"
+    )]
+    ReasoningMustBeKept { profile: String, body: String },
     #[error("the provider stream broke: {0}")]
     Stream(String),
     #[error("the provider sent no data for {0} s")]
     IdleTimeout(u64),
     #[error("the provider sent something that is not a chat completion chunk: {0}")]
     Protocol(String),
+    /// A fault that was retried until the [`RetryPolicy`] ran out; `last` is the final attempt's.
+    #[error("{}", gave_up_message(*attempts, last))]
+    GaveUp {
+        attempts: u32,
+        last: Box<ProviderError>,
+    },
     #[error("cancelled")]
     Cancelled,
+}
+
+impl ProviderError {
+    /// Faults that may go away by themselves: rate limits, server errors, broken or stalled
+    /// connections. Everything else would fail the same way again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Status { status, .. } => *status == 429 || is_retryable_5xx(*status),
+            ProviderError::Connect { .. }
+            | ProviderError::Stream(_)
+            | ProviderError::IdleTimeout(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// 501 and 505 say the server will never do what was asked.
+fn is_retryable_5xx(status: u16) -> bool {
+    (500..600).contains(&status) && status != 501 && status != 505
+}
+
+fn status_message(url: &str, status: u16, body: &str) -> String {
+    then_advice(
+        &format!("{url} answered HTTP {status}: {body}"),
+        status_advice(status),
+    )
+}
+
+fn gave_up_message(attempts: u32, last: &ProviderError) -> String {
+    let plural = if attempts == 1 { "" } else { "s" };
+    then_advice(
+        &format!("{last} (gave up after {attempts} attempt{plural})"),
+        retry_advice(last),
+    )
+}
+
+/// What the user can do about an error status, appended to the provider's own text.
+fn status_advice(status: u16) -> &'static str {
+    match status {
+        400 | 422 => "The provider refused the request as malformed",
+        404 => "Check the profile's base_url and model",
+        408 => "The provider timed out: send again",
+        413 => "The request is too large for the provider: compact the session (/compact)",
+        429 => "The provider is rate-limiting this key: wait a minute and send again",
+        _ if is_retryable_5xx(status) => {
+            "The provider is failing or overloaded: send again in a few minutes, or switch to \
+             another profile"
+        }
+        _ => "",
+    }
+}
+
+/// Status errors carry their advice already; the others get it once retries have run out.
+fn retry_advice(last: &ProviderError) -> &'static str {
+    match last {
+        ProviderError::Connect { .. } => "Check the network and the profile's base_url",
+        ProviderError::Stream(_) => {
+            "The connection keeps breaking mid-answer: check the network or proxy, then send again"
+        }
+        ProviderError::IdleTimeout(_) => "The provider keeps stalling: send again later",
+        _ => "",
+    }
+}
+
+/// `text. advice`, without doubling a full stop the provider's text already ends with.
+fn then_advice(text: &str, advice: &str) -> String {
+    if advice.is_empty() {
+        return text.to_owned();
+    }
+    format!("{}. {advice}", text.trim_end().trim_end_matches('.'))
 }
 
 /// Extra request headers, as configured per profile.

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cwcode_protocol::{
     ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, ErrorCode, Event,
-    EventKind, SendParams, SessionRef, SetModeParams, SubscribeParams, methods,
+    EventKind, SendParams, SessionRef, SetKeyParams, SetModeParams, SubscribeParams, methods,
 };
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
@@ -104,6 +104,33 @@ pub fn module(
             .map_err(rpc_error)?;
         Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
     })?;
+    module.register_method(methods::SESSION_CACHE, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.cache_report().map_err(rpc_error)
+    })?;
+    module.register_method(methods::SESSION_COST, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        daemon
+            .sessions
+            .cost_report(&params.session_id)
+            .map_err(rpc_error)
+    })?;
+    module.register_method(methods::CONFIG_SET_KEY, |params, daemon, _| {
+        let params: SetKeyParams = parse(&params)?;
+        daemon
+            .shared
+            .providers
+            .set_key(&params.profile, &params.key)
+            .map_err(|error| {
+                ErrorObjectOwned::owned(
+                    ErrorCode::ProfileNotFound.code(),
+                    error.to_string(),
+                    None::<()>,
+                )
+            })?;
+        Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
+    })?;
     module.register_method(methods::PROFILE_LIST, |_, daemon, _| {
         Ok::<_, ErrorObjectOwned>(daemon.shared.providers.profiles())
     })?;
@@ -126,6 +153,7 @@ fn daemon_info(daemon: &Daemon) -> DaemonInfo {
         uptime_ms: daemon.started.elapsed().as_millis() as u64,
         sessions: daemon.sessions.len(),
         running_turns: daemon.sessions.running_turns(),
+        config_error: daemon.shared.providers.last_error(),
     }
 }
 

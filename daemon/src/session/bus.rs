@@ -62,6 +62,12 @@ impl EventLog {
         self.journal().sync()
     }
 
+    /// Every journalled event, read from disk.
+    pub fn read_all(&self) -> Result<Vec<Event>, JournalError> {
+        let last_seq = self.last_seq();
+        Journal::read_range(&self.path, 0, last_seq)
+    }
+
     /// Replays events after `since` (none when `since` is `None`) and continues live.
     pub fn subscribe(&self, since: Option<u64>) -> Result<Subscription, JournalError> {
         let (live, last_seq) = {

@@ -14,6 +14,9 @@ pub struct Conversation {
     pub plan_announced: bool,
     /// The previous request's body, to measure the prefix the next one shares with it.
     pub last_request: Option<Vec<u8>>,
+    /// Set once the provider demanded its reasoning back; not persisted, so after a restart
+    /// the first request finds out again.
+    pub keep_reasoning: bool,
 }
 
 impl Conversation {
@@ -25,6 +28,7 @@ impl Conversation {
             }],
             plan_announced: false,
             last_request: None,
+            keep_reasoning: false,
         };
         for event in events {
             conversation.apply(&event.kind);

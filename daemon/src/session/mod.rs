@@ -1,6 +1,7 @@
 //! Sessions (SPEC §3, §5): metadata in `session.json`, everything that happened in the journal,
 //! a prompt queue, and one runner task that executes turns one at a time.
 
+pub mod accounting;
 pub mod bus;
 pub mod history;
 pub mod journal;
@@ -13,8 +14,8 @@ use std::time::Duration;
 
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
-    ApprovalDecision, CreateSessionParams, Event, EventKind, Mode, SendResult, SessionInfo,
-    SessionStatus, TurnOutcome, Usage,
+    ApprovalDecision, CacheReport, CostReport, CreateSessionParams, Event, EventKind, Mode,
+    PriceTable, SendResult, SessionInfo, SessionStatus, TurnOutcome, Usage,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -190,6 +191,10 @@ impl Session {
         Ok(self
             .approvals
             .resolve(request_id, Answer { decision, reason })?)
+    }
+
+    pub fn cache_report(&self) -> Result<CacheReport, SessionError> {
+        Ok(accounting::cache_report(&self.id, &self.log.read_all()?))
     }
 
     pub fn is_running(&self) -> bool {
@@ -521,6 +526,26 @@ impl Sessions {
             .values()
             .filter(|session| session.is_running())
             .count()
+    }
+
+    /// The session's cache figures priced with its profile's table.
+    pub fn cost_report(&self, id: &str) -> Result<CostReport, SessionError> {
+        let session = self.get(id)?;
+        let cache = session.cache_report()?;
+        let profile = session.control().info.profile.clone();
+        let prices = self
+            .shared
+            .providers
+            .config()
+            .profile(&profile)
+            .ok()
+            .and_then(|profile| profile.pricing.as_ref())
+            .map(|pricing| PriceTable {
+                input_hit: pricing.input_hit,
+                input_miss: pricing.input_miss,
+                output: pricing.output,
+            });
+        Ok(accounting::cost_report(&cache, &profile, prices))
     }
 
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {

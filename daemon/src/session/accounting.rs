@@ -1,0 +1,163 @@
+//! Token and cost accounting from the journal: what `/cache` and `/cost` show.
+
+use cwcode_protocol::{CacheReport, CostReport, Event, EventKind, PriceTable, TurnCache, TurnCost};
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Per-turn and cumulative prompt-cache figures of a session's journal.
+pub fn cache_report(session_id: &str, events: &[Event]) -> CacheReport {
+    let mut report = CacheReport {
+        session_id: session_id.to_owned(),
+        ..CacheReport::default()
+    };
+    for event in events {
+        match &event.kind {
+            EventKind::TurnStarted { turn, .. } => report.turns.push(TurnCache {
+                turn: *turn,
+                ..TurnCache::default()
+            }),
+            EventKind::AssistantMessage { usage, stats, .. } => {
+                let Some(turn) = report.turns.last_mut() else {
+                    continue;
+                };
+                if let Some(stats) = stats {
+                    turn.requests += 1;
+                    turn.last_request_bytes = stats.request_bytes;
+                    turn.last_shared_prefix_bytes = stats.shared_prefix_bytes;
+                    if report.first_request_bytes == 0 {
+                        report.first_request_bytes = stats.request_bytes;
+                    }
+                }
+                if let Some(usage) = usage {
+                    turn.prompt_tokens += usage.prompt_tokens;
+                    turn.cached_tokens += usage.cached_tokens;
+                    turn.completion_tokens += usage.completion_tokens;
+                    turn.hit_ratio = ratio(turn.cached_tokens, turn.prompt_tokens);
+                }
+            }
+            _ => {}
+        }
+    }
+    for turn in &report.turns {
+        report.prompt_tokens += turn.prompt_tokens;
+        report.cached_tokens += turn.cached_tokens;
+        report.completion_tokens += turn.completion_tokens;
+    }
+    report.hit_ratio = ratio(report.cached_tokens, report.prompt_tokens);
+    report
+}
+
+/// Prices a cache report with a profile's table (per million tokens).
+pub fn cost_report(cache: &CacheReport, profile: &str, prices: Option<PriceTable>) -> CostReport {
+    let per_token = |tokens: u64, price_per_million: f64| tokens as f64 * price_per_million / 1e6;
+    let turns: Vec<TurnCost> = match prices {
+        None => Vec::new(),
+        Some(prices) => cache
+            .turns
+            .iter()
+            .map(|turn| {
+                let input_hit = per_token(turn.cached_tokens, prices.input_hit);
+                let input_miss = per_token(
+                    turn.prompt_tokens.saturating_sub(turn.cached_tokens),
+                    prices.input_miss,
+                );
+                let output = per_token(turn.completion_tokens, prices.output);
+                TurnCost {
+                    turn: turn.turn,
+                    input_hit,
+                    input_miss,
+                    output,
+                    total: input_hit + input_miss + output,
+                }
+            })
+            .collect(),
+    };
+    CostReport {
+        session_id: cache.session_id.clone(),
+        profile: profile.to_owned(),
+        prices,
+        total: turns.iter().map(|turn| turn.total).sum(),
+        turns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cwcode_protocol::{RequestStats, Usage};
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            seq: 0,
+            time: String::new(),
+            kind,
+        }
+    }
+
+    fn answer(prompt: u64, cached: u64, bytes: u64, shared: u64) -> Event {
+        event(EventKind::AssistantMessage {
+            content: String::new(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: Some(Usage {
+                prompt_tokens: prompt,
+                completion_tokens: 10,
+                cached_tokens: cached,
+            }),
+            stats: Some(RequestStats {
+                request_bytes: bytes,
+                shared_prefix_bytes: shared,
+            }),
+        })
+    }
+
+    fn start(turn: u32) -> Event {
+        event(EventKind::TurnStarted {
+            turn,
+            prompt: String::new(),
+        })
+    }
+
+    #[test]
+    fn sums_per_turn_and_over_the_session() {
+        let events = [
+            start(1),
+            answer(1000, 0, 4000, 0),
+            answer(1200, 1000, 4800, 3990),
+            start(2),
+            answer(1500, 1200, 6000, 4790),
+        ];
+        let report = cache_report("s", &events);
+        assert_eq!(report.turns.len(), 2);
+        assert_eq!(report.turns[0].requests, 2);
+        assert_eq!(report.turns[0].prompt_tokens, 2200);
+        assert_eq!(report.turns[0].cached_tokens, 1000);
+        assert_eq!(report.turns[1].last_shared_prefix_bytes, 4790);
+        assert_eq!(report.first_request_bytes, 4000);
+        assert_eq!(report.prompt_tokens, 3700);
+        assert!((report.hit_ratio - 2200.0 / 3700.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn prices_hits_misses_and_output_separately() {
+        let report = cache_report("s", &[start(1), answer(1_000_000, 900_000, 1, 0)]);
+        let prices = PriceTable {
+            input_hit: 0.1,
+            input_miss: 1.0,
+            output: 2.0,
+        };
+        let cost = cost_report(&report, "p", Some(prices));
+        let turn = &cost.turns[0];
+        assert!((turn.input_hit - 0.09).abs() < 1e-9);
+        assert!((turn.input_miss - 0.1).abs() < 1e-9);
+        assert!((turn.output - 0.00002).abs() < 1e-12);
+        assert!((cost.total - turn.total).abs() < 1e-12);
+        assert!(cost_report(&report, "p", None).turns.is_empty());
+    }
+}
