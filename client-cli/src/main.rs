@@ -102,6 +102,9 @@ enum Command {
     /// Prompt-cache figures per turn: prompt and cached tokens, hit ratio, and how many bytes of
     /// each request repeat the one before (the sticky prefix).
     Cache { id: String },
+    /// Summarise the session's older turns into one message to free context; runs after any
+    /// queued turns and shows in `events` as `compacted`.
+    Compact { id: String },
     /// What the session cost so far, priced with its profile's `pricing` table.
     Cost { id: String },
     /// Delete a session and its files.
@@ -280,6 +283,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print_json(&report)?;
             } else {
                 print!("{}", render::cache_table(&report));
+            }
+        }
+        Command::Compact { id } => {
+            connect(true).await?.compact(&id).await?;
+            if json {
+                print_json(&serde_json::json!({ "queued": true }))?;
+            } else {
+                println!("compaction queued; follow it with `cwcode-cli events {id} --follow`");
             }
         }
         Command::Cost { id } => {

@@ -155,6 +155,15 @@ impl Renderer {
                 }
                 list
             }
+            EventKind::Compacted {
+                kept_messages,
+                tokens_before,
+                tokens_after,
+                ..
+            } => format!(
+                "· compacted: about {tokens_before} → {tokens_after} tokens, the last {kept_messages} messages kept"
+            ),
+            EventKind::Error { message } => format!("! {message}"),
             EventKind::ModeNotice { .. }
             | EventKind::Unknown
             | EventKind::StatusChanged { .. }

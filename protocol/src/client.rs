@@ -248,6 +248,14 @@ impl Client {
         Ok(())
     }
 
+    /// Asks for the session's older turns to be summarised; it runs after any queued turns.
+    pub async fn compact(&self, session_id: &str) -> Result<(), ClientError> {
+        let _: serde_json::Value = self
+            .call(methods::SESSION_COMPACT, session_ref(session_id))
+            .await?;
+        Ok(())
+    }
+
     pub async fn cache(&self, session_id: &str) -> Result<CacheReport, ClientError> {
         self.call(methods::SESSION_CACHE, session_ref(session_id))
             .await

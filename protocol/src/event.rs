@@ -86,6 +86,16 @@ pub enum EventKind {
     TodoUpdated {
         todos: Vec<TodoItem>,
     },
+    /// Older turns were replaced by a summary to fit the context window (one of the two
+    /// operations, with rewind, that rewrite history). The model's view becomes the system
+    /// prompt, the summary, then the last `keptMessages` messages.
+    #[serde(rename_all = "camelCase")]
+    Compacted {
+        summary: String,
+        kept_messages: u32,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
     #[serde(rename_all = "camelCase")]
     ToolCallStarted {
         call_id: String,
@@ -132,6 +142,10 @@ pub enum EventKind {
         usage: Usage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// Something failed outside a turn (a compaction, a background task); said plainly.
+    Error {
+        message: String,
     },
     /// Sent only to one subscriber, never journalled: its subscription ends here. `seq` is the
     /// last event it was sent, so it can resubscribe with `since: seq` and miss nothing.

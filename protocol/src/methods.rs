@@ -10,6 +10,7 @@ pub const SESSION_SEND: &str = "session/send";
 pub const SESSION_CANCEL: &str = "session/cancel";
 pub const SESSION_SET_MODE: &str = "session/setMode";
 pub const SESSION_CACHE: &str = "session/cache";
+pub const SESSION_COMPACT: &str = "session/compact";
 pub const SESSION_COST: &str = "session/cost";
 pub const SESSION_SUBSCRIBE: &str = "session/subscribe";
 /// Notification method name carried by every event of a `session/subscribe` subscription.

@@ -14,10 +14,11 @@ use cwcode_protocol::{
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{
-    ChatRequest, FunctionSpec, Provider, ProviderError, StreamDelta, StreamEvent, shared_prefix_len,
+    ChatRequest, FunctionSpec, Message, Provider, ProviderError, StreamDelta, StreamEvent,
+    estimate_request_tokens, shared_prefix_len,
 };
 use crate::session::bus::EventLog;
-use crate::session::history::{Conversation, unanswered_calls};
+use crate::session::history::{Conversation, summary_message, unanswered_calls};
 use crate::session::journal::JournalError;
 use crate::tools::{Registry, ToolContext};
 
@@ -29,6 +30,11 @@ use storm::StormBreaker;
 const PLAN_MODE_ON: &str = "[cwcode] Plan mode is on: only read-only tools are available. Investigate, then answer with a concrete plan (the files and changes you propose, and how to verify them). Do not try to change anything; the user switches to code mode to carry the plan out.";
 const PLAN_MODE_OFF: &str =
     "[cwcode] Plan mode is off: every tool is available again. Carry out the agreed plan.";
+
+/// Share of the context window a request may fill before older turns are compacted; the rest
+/// is left for the answer.
+const COMPACT_AT: f64 = 0.8;
+const COMPACT_INSTRUCTION: &str = "[cwcode] Summarise the conversation so far for your own later use: the user's goals, the decisions made, the files read or changed (with paths), the commands run and their results, and what is still open. Be complete but concise. Do not call tools.";
 
 /// Everything one turn works with.
 pub struct TurnEnv {
@@ -214,11 +220,12 @@ async fn converse(
     loop {
         let mode = env.mode();
         announce_mode(env, conversation, mode)?;
-        let provider = if conversation.keep_reasoning {
-            env.provider.keeping_reasoning()
-        } else {
-            Provider::clone(&env.provider)
-        };
+        let provider = provider_for(env, conversation);
+        if needs_compaction(&provider, conversation, &env.offered_tools(mode))
+            && let Err(reason) = compact(env, conversation, CompactScope::BeforeCurrentTurn).await?
+        {
+            tracing::warn!(%reason, "could not compact an over-full context");
+        }
         // The body is measured as it will be sent, model name included.
         if let Err(error) = provider.resolve_model().await {
             return Ok((TurnOutcome::Failed, Some(error.to_string())));
@@ -315,6 +322,106 @@ async fn converse(
             return Ok((env.stop_outcome(), None));
         }
     }
+}
+
+fn provider_for(env: &TurnEnv, conversation: &Conversation) -> Provider {
+    if conversation.keep_reasoning {
+        env.provider.keeping_reasoning()
+    } else {
+        Provider::clone(&env.provider)
+    }
+}
+
+fn needs_compaction(
+    provider: &Provider,
+    conversation: &Conversation,
+    tools: &[FunctionSpec],
+) -> bool {
+    let Some(window) = provider.context_window() else {
+        return false;
+    };
+    let request = ChatRequest {
+        messages: &conversation.messages,
+        tools,
+    };
+    estimate_request_tokens(request) as f64 > window as f64 * COMPACT_AT
+}
+
+/// What a compaction summarises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactScope {
+    /// Everything said so far: the user asked for it between turns.
+    Everything,
+    /// Everything before the running turn, which stays whole.
+    BeforeCurrentTurn,
+}
+
+/// Where the conversation is cut. Mid-turn the cut is the latest user message, so the current
+/// turn stays whole and no tool call is separated from its result.
+fn compaction_cut(conversation: &Conversation, scope: CompactScope) -> Option<usize> {
+    let messages = &conversation.messages;
+    match scope {
+        CompactScope::Everything => Some(messages.len()),
+        CompactScope::BeforeCurrentTurn => messages
+            .iter()
+            .rposition(|message| matches!(message, Message::User { .. })),
+    }
+    .filter(|&cut| cut > 1)
+}
+
+/// Replaces older messages by a model-written summary (SPEC §5). The summary request repeats
+/// the conversation's own prefix, so it is served mostly from the provider's cache. Returns why
+/// it could not be done, if so.
+pub async fn compact(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+    scope: CompactScope,
+) -> Result<Result<(), String>, JournalError> {
+    let Some(cut) = compaction_cut(conversation, scope) else {
+        return Ok(Err("there is nothing yet to compact".to_owned()));
+    };
+    let provider = provider_for(env, conversation);
+    let tools = env.offered_tools(env.mode());
+    let mut request_messages = conversation.messages[..cut].to_vec();
+    request_messages.push(Message::User {
+        content: COMPACT_INSTRUCTION.to_owned(),
+    });
+    let request = ChatRequest {
+        messages: &request_messages,
+        tools: &tools,
+    };
+    let summary = match provider.stream(request, env.cancel(), &mut |_| {}).await {
+        Ok(completion) if !completion.message.content.trim().is_empty() => {
+            completion.message.content
+        }
+        Ok(_) => return Ok(Err("the model returned an empty summary".to_owned())),
+        Err(error) => return Ok(Err(format!("the summary request failed: {error}"))),
+    };
+    let estimate = |messages: &[Message]| {
+        estimate_request_tokens(ChatRequest {
+            messages,
+            tools: &tools,
+        })
+    };
+    let tokens_before = estimate(&conversation.messages);
+    let mut compacted = vec![
+        conversation.messages[0].clone(),
+        Message::User {
+            content: summary_message(&summary),
+        },
+    ];
+    compacted.extend_from_slice(&conversation.messages[cut..]);
+    record(
+        &env.log,
+        conversation,
+        EventKind::Compacted {
+            summary,
+            kept_messages: (compacted.len() - 2) as u32,
+            tokens_before,
+            tokens_after: estimate(&compacted),
+        },
+    )?;
+    Ok(Ok(()))
 }
 
 /// Ends a failure loop: the explanation becomes the assistant's answer, kept in the history so

@@ -104,6 +104,12 @@ pub fn module(
             .map_err(rpc_error)?;
         Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
     })?;
+    module.register_method(methods::SESSION_COMPACT, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.compact().map_err(rpc_error)?;
+        Ok::<_, ErrorObjectOwned>(json!({ "queued": true }))
+    })?;
     module.register_method(methods::SESSION_CACHE, |params, daemon, _| {
         let params: SessionRef = parse(&params)?;
         let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;

@@ -64,10 +64,31 @@ impl Conversation {
                 tool_call_id: call_id.clone(),
                 content: output.clone(),
             },
+            EventKind::Compacted {
+                summary,
+                kept_messages,
+                ..
+            } => {
+                let kept = (*kept_messages as usize).min(self.messages.len().saturating_sub(1));
+                let recent = self.messages.split_off(self.messages.len() - kept);
+                self.messages.truncate(1);
+                self.messages.push(Message::User {
+                    content: summary_message(summary),
+                });
+                self.messages.extend(recent);
+                return;
+            }
             _ => return,
         };
         self.messages.push(message);
     }
+}
+
+/// How a compaction summary is put to the model.
+pub fn summary_message(summary: &str) -> String {
+    format!(
+        "[cwcode] Summary of the earlier conversation, compacted to fit the context window:\n{summary}"
+    )
 }
 
 /// Tool calls of the last assistant message that have no result yet. Providers reject a history
@@ -190,6 +211,52 @@ mod tests {
             &[event(1, notice(Mode::Plan)), event(2, notice(Mode::Code))],
         );
         assert!(!conversation.plan_announced);
+    }
+
+    #[test]
+    fn compaction_keeps_the_system_prompt_a_summary_and_the_recent_messages() {
+        let events = [
+            event(
+                1,
+                EventKind::TurnStarted {
+                    turn: 1,
+                    prompt: "old".into(),
+                },
+            ),
+            event(
+                2,
+                EventKind::TurnStarted {
+                    turn: 2,
+                    prompt: "recent".into(),
+                },
+            ),
+            event(
+                3,
+                EventKind::Compacted {
+                    summary: "we did old things".into(),
+                    kept_messages: 1,
+                    tokens_before: 100,
+                    tokens_after: 40,
+                },
+            ),
+        ];
+        let messages = Conversation::rebuild("sys", &events).messages;
+        assert_eq!(messages.len(), 3);
+        assert_eq!(
+            messages[0],
+            Message::System {
+                content: "sys".into()
+            }
+        );
+        assert!(
+            matches!(&messages[1], Message::User { content } if content.contains("we did old things"))
+        );
+        assert_eq!(
+            messages[2],
+            Message::User {
+                content: "recent".into()
+            }
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
-use crate::agent::{self, TurnEnv};
+use crate::agent::{self, CompactScope, TurnEnv};
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{WriteError, atomic_write};
@@ -69,9 +69,10 @@ pub struct Shared {
     pub stopping: CancellationToken,
 }
 
-struct QueuedPrompt {
-    turn: u32,
-    text: String,
+/// What the runner does next, in order.
+enum Work {
+    Prompt { turn: u32, text: String },
+    Compact,
 }
 
 struct Control {
@@ -79,7 +80,7 @@ struct Control {
     /// The cancel token of the turn running now.
     running: Option<CancellationToken>,
     next_turn: u32,
-    queue: Option<mpsc::UnboundedSender<QueuedPrompt>>,
+    queue: Option<mpsc::UnboundedSender<Work>>,
 }
 
 pub struct Session {
@@ -143,7 +144,7 @@ impl Session {
                     prompt: text.clone(),
                 })?;
             }
-            if queue.send(QueuedPrompt { turn, text }).is_err() {
+            if queue.send(Work::Prompt { turn, text }).is_err() {
                 return Err(SessionError::ShuttingDown);
             }
             self.in_flight.fetch_add(1, Ordering::SeqCst);
@@ -152,6 +153,19 @@ impl Session {
         };
         self.persist_info()?;
         Ok(SendResult { turn, queued })
+    }
+
+    /// Queues a compaction of the older turns; it runs after the work queued before it.
+    pub fn compact(&self) -> Result<(), SessionError> {
+        let control = self.control();
+        let Some(queue) = &control.queue else {
+            return Err(SessionError::ShuttingDown);
+        };
+        queue
+            .send(Work::Compact)
+            .map_err(|_| SessionError::ShuttingDown)?;
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Cancels the running turn, if any. Queued prompts stay queued.
@@ -255,7 +269,7 @@ fn next_turn(events: &[Event]) -> u32 {
 }
 
 /// Prompts that were queued and never started, in order: they run after a restart.
-fn pending_prompts(events: &[Event]) -> Vec<QueuedPrompt> {
+fn pending_prompts(events: &[Event]) -> Vec<Work> {
     let mut pending: BTreeMap<u32, String> = BTreeMap::new();
     for event in events {
         match &event.kind {
@@ -270,7 +284,7 @@ fn pending_prompts(events: &[Event]) -> Vec<QueuedPrompt> {
     }
     pending
         .into_iter()
-        .map(|(turn, text)| QueuedPrompt { turn, text })
+        .map(|(turn, text)| Work::Prompt { turn, text })
         .collect()
 }
 
@@ -385,7 +399,7 @@ impl Sessions {
         log: Arc<EventLog>,
         conversation: Conversation,
         next_turn: u32,
-        pending: Vec<QueuedPrompt>,
+        pending: Vec<Work>,
     ) -> Arc<Session> {
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
@@ -582,7 +596,7 @@ async fn run_prompts(
     session: Arc<Session>,
     shared: Arc<Shared>,
     mut conversation: Conversation,
-    mut prompts: mpsc::UnboundedReceiver<QueuedPrompt>,
+    mut prompts: mpsc::UnboundedReceiver<Work>,
 ) {
     let reads = Arc::new(Mutex::new(ReadLedger::default()));
     loop {
@@ -590,39 +604,48 @@ async fn run_prompts(
             prompt = prompts.recv() => prompt,
             () = shared.stopping.cancelled() => None,
         };
-        let Some(prompt) = prompt else { break };
+        let Some(work) = prompt else { break };
         let cancel = shared.stopping.child_token();
         let (profile, cwd) = {
             let mut control = session.control();
             control.running = Some(cancel.clone());
             (control.info.profile.clone(), control.info.cwd.clone())
         };
-        let outcome = match prepare_turn(&shared, &profile, &cwd) {
-            Ok((provider, workspace)) => {
-                let env = TurnEnv {
-                    log: Arc::clone(&session.log),
-                    registry: Arc::clone(&shared.registry),
-                    provider,
-                    mode: session.mode.subscribe(),
-                    approvals: Arc::clone(&session.approvals),
-                    tools: ToolContext {
-                        workspace,
-                        cancel,
-                        output: Arc::new(|_: &str| {}),
-                        reads: Arc::clone(&reads),
-                        secret_env: shared.providers.secret_env_names(),
-                    },
-                    stopping: shared.stopping.clone(),
-                };
-                agent::run_turn(&env, &mut conversation, prompt.turn, prompt.text).await
+        let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| TurnEnv {
+            log: Arc::clone(&session.log),
+            registry: Arc::clone(&shared.registry),
+            provider,
+            mode: session.mode.subscribe(),
+            approvals: Arc::clone(&session.approvals),
+            tools: ToolContext {
+                workspace,
+                cancel,
+                output: Arc::new(|_: &str| {}),
+                reads: Arc::clone(&reads),
+                secret_env: shared.providers.secret_env_names(),
+            },
+            stopping: shared.stopping.clone(),
+        });
+        let outcome = match (work, env) {
+            (Work::Prompt { turn, text }, Ok(env)) => {
+                agent::run_turn(&env, &mut conversation, turn, text)
+                    .await
+                    .map(drop)
             }
-            Err(reason) => agent::refuse_turn(
-                &session.log,
-                &mut conversation,
-                prompt.turn,
-                prompt.text,
-                reason,
-            ),
+            (Work::Prompt { turn, text }, Err(reason)) => {
+                agent::refuse_turn(&session.log, &mut conversation, turn, text, reason).map(drop)
+            }
+            (Work::Compact, Ok(env)) => {
+                match agent::compact(&env, &mut conversation, CompactScope::Everything).await {
+                    Ok(Err(reason)) => {
+                        report_error(&session.log, format!("cannot compact: {reason}"))
+                    }
+                    other => other.map(drop),
+                }
+            }
+            (Work::Compact, Err(reason)) => {
+                report_error(&session.log, format!("cannot compact: {reason}"))
+            }
         };
         if let Err(error) = outcome {
             tracing::error!(session = %session.id, %error, "turn could not be journalled");
@@ -633,6 +656,10 @@ async fn run_prompts(
             tracing::error!(session = %session.id, %error, "cannot save session metadata");
         }
     }
+}
+
+fn report_error(log: &EventLog, message: String) -> Result<(), JournalError> {
+    log.publish(EventKind::Error { message }).map(drop)
 }
 
 /// The provider and workspace a turn needs, or why it cannot run.
