@@ -205,6 +205,9 @@ pub struct ProfileInfo {
     pub model: String,
     pub has_key: bool,
     pub is_default: bool,
+    pub context_window: Option<u64>,
+    /// Per 1M tokens; `None` until the user sets `pricing` on the profile.
+    pub prices: Option<PriceTable>,
 }
 
 /// Token usage of one model call, or summed over a turn.

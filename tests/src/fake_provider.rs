@@ -25,7 +25,12 @@ pub struct Frame {
 
 #[derive(Debug, Clone)]
 pub enum Reply {
-    Stream(Vec<Frame>),
+    Stream {
+        frames: Vec<Frame>,
+        /// The answer as an assistant message in OpenAI's wire shape: what the prefix cache
+        /// stores after the input, as a provider stores its output tokens.
+        answer: String,
+    },
     Status(u16, String),
 }
 
@@ -35,6 +40,65 @@ type Responder = Box<dyn Fn(&Value) -> Reply + Send + Sync>;
 struct Inner {
     script: Mutex<VecDeque<Responder>>,
     requests: Mutex<Vec<Value>>,
+    bodies: Mutex<Vec<Vec<u8>>>,
+    cache: Option<Mutex<PrefixCache>>,
+    billed: Mutex<Vec<(u64, u64)>>,
+}
+
+/// Bytes per token in the fake's accounting: close to what BPE tokenizers give for JSON and code.
+pub const BYTES_PER_TOKEN: usize = 4;
+
+/// A prompt cache the way DeepSeek describes its own: the prompt is cut into fixed-size units,
+/// a request hits only on whole units of a prefix stored earlier, and every request's prefix
+/// units are stored when it ends. Usage is reported in DeepSeek's fields.
+#[derive(Debug)]
+pub struct PrefixCache {
+    unit_tokens: usize,
+    stored: std::collections::HashSet<u64>,
+}
+
+impl PrefixCache {
+    fn unit_bytes(&self) -> usize {
+        self.unit_tokens * BYTES_PER_TOKEN
+    }
+
+    fn key(prefix: &[u8]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        prefix.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// (prompt tokens, cached tokens) for a body.
+    fn bill(&self, body: &[u8]) -> (u64, u64) {
+        let unit = self.unit_bytes();
+        let hit_units = (1..=body.len() / unit)
+            .take_while(|&units| self.stored.contains(&Self::key(&body[..units * unit])))
+            .count();
+        let prompt_tokens = body.len().div_ceil(BYTES_PER_TOKEN) as u64;
+        let cached_tokens = (hit_units * self.unit_tokens) as u64;
+        (prompt_tokens, cached_tokens.min(prompt_tokens))
+    }
+
+    /// Stores every whole unit of a prompt.
+    fn store(&mut self, prompt: &[u8]) {
+        let unit = self.unit_bytes();
+        for units in 1..=prompt.len() / unit {
+            self.stored.insert(Self::key(&prompt[..units * unit]));
+        }
+    }
+
+    /// Stores the input, and the input followed by the answer: the body's messages array is
+    /// its last field, so the next request continues `…,ANSWER`.
+    fn store_exchange(&mut self, body: &[u8], answer: &str) {
+        self.store(body);
+        if let Some(open) = body.strip_suffix(b"]}") {
+            let mut continued = open.to_vec();
+            continued.push(b',');
+            continued.extend_from_slice(answer.as_bytes());
+            self.store(&continued);
+        }
+    }
 }
 
 pub struct FakeProvider {
@@ -45,7 +109,23 @@ pub struct FakeProvider {
 
 impl FakeProvider {
     pub async fn start() -> Self {
-        let inner = Arc::new(Inner::default());
+        Self::serve(Inner::default()).await
+    }
+
+    /// A provider with a DeepSeek-style prefix cache of `unit_tokens`-token units.
+    pub async fn with_prefix_cache(unit_tokens: usize) -> Self {
+        Self::serve(Inner {
+            cache: Some(Mutex::new(PrefixCache {
+                unit_tokens,
+                stored: Default::default(),
+            })),
+            ..Inner::default()
+        })
+        .await
+    }
+
+    async fn serve(inner: Inner) -> Self {
+        let inner = Arc::new(inner);
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
             .with_state(Arc::clone(&inner));
@@ -74,11 +154,27 @@ impl FakeProvider {
     pub fn requests(&self) -> Vec<Value> {
         self.inner.requests.lock().unwrap().clone()
     }
+
+    /// (prompt tokens, cached tokens) the prefix cache billed for each request.
+    pub fn billed(&self) -> Vec<(u64, u64)> {
+        self.inner.billed.lock().unwrap().clone()
+    }
+
+    /// Every request body, byte for byte.
+    pub fn bodies(&self) -> Vec<Vec<u8>> {
+        self.inner.bodies.lock().unwrap().clone()
+    }
 }
 
 async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     inner.requests.lock().unwrap().push(request.clone());
+    inner.bodies.lock().unwrap().push(body.to_vec());
+    let cached_usage = inner
+        .cache
+        .as_ref()
+        .map(|cache| cache.lock().unwrap().bill(&body));
+    inner.billed.lock().unwrap().extend(cached_usage);
     let responder = inner.script.lock().unwrap().pop_front();
     let reply = match responder {
         Some(responder) => responder(&request),
@@ -90,7 +186,13 @@ async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(body))
             .unwrap(),
-        Reply::Stream(frames) => {
+        Reply::Stream { mut frames, answer } => {
+            if let Some((prompt_tokens, cached_tokens)) = cached_usage {
+                report_deepseek_usage(&mut frames, prompt_tokens, cached_tokens);
+            }
+            if let Some(cache) = &inner.cache {
+                cache.lock().unwrap().store_exchange(&body, &answer);
+            }
             let stream = futures::stream::unfold(frames.into_iter(), |mut frames| async move {
                 let frame = frames.next()?;
                 if !frame.delay.is_zero() {
@@ -103,6 +205,29 @@ async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
                 .body(Body::from_stream(stream))
                 .unwrap()
         }
+    }
+}
+
+/// Rewrites the usage frame in DeepSeek's fields.
+fn report_deepseek_usage(frames: &mut [Frame], prompt_tokens: u64, cached_tokens: u64) {
+    for frame in frames.iter_mut() {
+        let Some(json) = frame.bytes.strip_prefix("data: ") else {
+            continue;
+        };
+        let Ok(mut value) = serde_json::from_str::<Value>(json.trim()) else {
+            continue;
+        };
+        if value.get("usage").is_none() {
+            continue;
+        }
+        value["usage"] = json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 10,
+            "total_tokens": prompt_tokens + 10,
+            "prompt_cache_hit_tokens": cached_tokens,
+            "prompt_cache_miss_tokens": prompt_tokens - cached_tokens,
+        });
+        frame.bytes = format!("data: {value}\n\n");
     }
 }
 
@@ -149,7 +274,13 @@ pub fn text(answer: &str) -> Reply {
         frames.push(data(&chunk(json!({"content": word}), None)));
     }
     frames.extend(closing("stop"));
-    Reply::Stream(frames)
+    Reply::Stream {
+        frames,
+        answer: format!(
+            r#"{{"role":"assistant","content":{}}}"#,
+            Value::from(answer)
+        ),
+    }
 }
 
 /// One or more tool calls, each streamed in two argument pieces as real providers do.
@@ -172,18 +303,36 @@ pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Reply {
         )));
     }
     frames.extend(closing("tool_calls"));
-    Reply::Stream(frames)
+    let wire_calls: Vec<String> = calls
+        .iter()
+        .map(|(id, name, arguments)| {
+            format!(
+                r#"{{"id":{},"type":"function","function":{{"name":{},"arguments":{}}}}}"#,
+                Value::from(*id),
+                Value::from(*name),
+                Value::from(arguments.to_string())
+            )
+        })
+        .collect();
+    Reply::Stream {
+        frames,
+        answer: format!(
+            r#"{{"role":"assistant","content":"","tool_calls":[{}]}}"#,
+            wire_calls.join(",")
+        ),
+    }
 }
 
 /// The same reply with a pause before every frame.
 pub fn slowly(reply: Reply, delay: Duration) -> Reply {
     match reply {
-        Reply::Stream(frames) => Reply::Stream(
-            frames
+        Reply::Stream { frames, answer } => Reply::Stream {
+            frames: frames
                 .into_iter()
                 .map(|frame| Frame { delay, ..frame })
                 .collect(),
-        ),
+            answer,
+        },
         other => other,
     }
 }

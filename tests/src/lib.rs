@@ -2,6 +2,7 @@
 //! OpenAI-compatible provider that streams real SSE bytes from scripted answers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod economy;
 pub mod fake_provider;
 
 use std::path::{Path, PathBuf};

@@ -120,6 +120,10 @@ impl Pool {
         self.config().secret_env_names().into()
     }
 
+    pub fn secret_values(&self) -> Arc<[String]> {
+        self.config().secret_values().into()
+    }
+
     pub fn profiles(&self) -> Vec<ProfileInfo> {
         let config = self.config();
         let default = config.default_profile_name();
@@ -133,6 +137,8 @@ impl Pool {
                     model: profile.model.clone(),
                     has_key: profile.has_key(),
                     is_default: default == Some(name),
+                    context_window: profile.context_window,
+                    prices: profile.pricing.as_ref().map(Into::into),
                 })
             })
             .collect()

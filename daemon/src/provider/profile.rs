@@ -92,6 +92,16 @@ pub struct Pricing {
     pub output: f64,
 }
 
+impl From<&Pricing> for cwcode_protocol::PriceTable {
+    fn from(pricing: &Pricing) -> Self {
+        Self {
+            input_hit: pricing.input_hit,
+            input_miss: pricing.input_miss,
+            output: pricing.output,
+        }
+    }
+}
+
 /// Where a profile's key comes from, for messages that must say which key was used without
 /// showing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,6 +293,26 @@ impl Config {
         names.sort();
         names.dedup();
         names
+    }
+
+    /// Every API key value in force, from config.json or the environment, so tools can redact
+    /// them from what they show.
+    pub fn secret_values(&self) -> Vec<String> {
+        let mut values: Vec<String> = self
+            .profiles
+            .values()
+            .flat_map(|profile| {
+                let from_env = profile
+                    .api_key_env
+                    .as_deref()
+                    .and_then(|variable| std::env::var(variable).ok());
+                profile.api_key.clone().into_iter().chain(from_env)
+            })
+            .filter(|value| !value.is_empty())
+            .collect();
+        values.sort();
+        values.dedup();
+        values
     }
 
     /// What a user with no usable profile must do, naming each built-in's variable.

@@ -1,26 +1,63 @@
-//! Confinement (SPEC §7.3): paths resolved inside the workspace, processes in their own group.
+//! Confinement (SPEC §7.3): paths resolved inside the workspace (and the extra roots the config
+//! allows), processes in their own group, and where the platform can, the commands a tool runs
+//! unable to write anywhere else.
 
+mod confine;
 pub mod process;
+mod report;
+pub mod secrets;
 
+use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use crate::tools::ToolError;
 
-/// A session's workspace root, canonicalised once.
+pub use report::{LandlockSupport, SandboxReport, report};
+
+/// A session's workspace root, canonicalised once, and the roots outside it that the config
+/// allows.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    extra_roots: Vec<PathBuf>,
 }
 
 impl Workspace {
-    pub fn new(root: &Path) -> std::io::Result<Self> {
-        Ok(Self {
-            root: root.canonicalize()?,
-        })
+    pub fn new(root: &Path) -> io::Result<Self> {
+        Self::with_extra_roots(root, Vec::new())
+    }
+
+    /// A workspace whose tools may also read and write under `extra` (config-allowed paths such
+    /// as a sibling checkout or a package cache). Every root must exist: a missing one fails here,
+    /// naming it, rather than being silently unusable later.
+    pub fn with_extra_roots(root: &Path, extra: Vec<PathBuf>) -> io::Result<Self> {
+        let canonical = |path: &Path| {
+            path.canonicalize().map_err(|error| {
+                io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+            })
+        };
+        let root = canonical(root)?;
+        let mut extra_roots = Vec::with_capacity(extra.len());
+        for path in &extra {
+            let path = canonical(path)?;
+            if !path.starts_with(&root) && !extra_roots.contains(&path) {
+                extra_roots.push(path);
+            }
+        }
+        Ok(Self { root, extra_roots })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The allowed roots outside the workspace, canonical.
+    pub fn extra_roots(&self) -> &[PathBuf] {
+        &self.extra_roots
+    }
+
+    fn allows(&self, path: &Path) -> bool {
+        path.starts_with(&self.root) || self.extra_roots.iter().any(|root| path.starts_with(root))
     }
 
     /// Resolves a path the model gave (relative to the root, or absolute) to a canonical path
@@ -69,11 +106,11 @@ impl Workspace {
                 Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
             }
         }
-        if resolved.starts_with(&self.root) {
+        if self.allows(&resolved) {
             return Ok(resolved);
         }
         let lexical = lexically_normal(&requested);
-        let reason = if lexical.starts_with(&self.root) {
+        let reason = if self.allows(&lexical) {
             format!(
                 "it goes through a symlink that points outside the workspace (to {})",
                 resolved.display()
@@ -87,9 +124,19 @@ impl Workspace {
     }
 
     fn refusal(&self, path: &str, reason: &str) -> ToolError {
+        let also = if self.extra_roots.is_empty() {
+            String::new()
+        } else {
+            let roots: Vec<String> = self
+                .extra_roots
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect();
+            format!(" (or the allowed roots {})", roots.join(", "))
+        };
         ToolError::new(format!(
-            "refused `{path}`: {reason}. Paths must stay inside the workspace {}: use a path \
-             relative to it",
+            "refused `{path}`: {reason}. Paths must stay inside the workspace {}{also}: use a \
+             path relative to it",
             self.root.display()
         ))
     }
@@ -121,11 +168,40 @@ fn lexically_normal(path: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
     use std::os::unix::fs::symlink;
 
     use super::*;
+
+    /// A directory outside the temp directories, which this (unconfined) test process can write
+    /// but a confined command must not.
+    #[allow(clippy::unwrap_used)]
+    pub(crate) fn outside_temp_dirs() -> tempfile::TempDir {
+        let dir = tempfile::Builder::new()
+            .prefix("cwcode-sandbox-test-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let canonical = dir.path().canonicalize().unwrap();
+        assert!(
+            !confine::writable_outside_workspaces()
+                .iter()
+                .any(|writable| canonical.starts_with(writable)),
+            "{} is writable by confined commands: choose another",
+            canonical.display()
+        );
+        dir
+    }
+
+    /// Whether this kernel enforces the write confinement; the Landlock tests skip (saying so)
+    /// where it does not.
+    pub(crate) fn landlock_enforced() -> bool {
+        let enforced = matches!(report().landlock, LandlockSupport::Enforced { .. });
+        if !enforced {
+            eprintln!("Landlock is not enforced here: skipping the confinement checks");
+        }
+        enforced
+    }
 
     #[allow(clippy::unwrap_used)]
     fn workspace_with_outside() -> (tempfile::TempDir, Workspace, PathBuf) {
@@ -247,6 +323,64 @@ mod tests {
             workspace.resolve("code/main.rs").unwrap(),
             workspace.root().join("src/main.rs")
         );
+    }
+
+    #[test]
+    fn extra_roots_are_allowed_like_the_workspace() {
+        let (dir, _, outside) = workspace_with_outside();
+        let root = dir.path().join("ws");
+        let workspace = Workspace::with_extra_roots(&root, vec![outside.clone()]).unwrap();
+        assert_eq!(workspace.extra_roots(), std::slice::from_ref(&outside));
+
+        for path in [
+            outside.join("secret.txt").to_str().unwrap(),
+            "../outside/secret.txt",
+            "../outside/new/file.txt",
+        ] {
+            let resolved = workspace.resolve(path).unwrap();
+            assert!(resolved.starts_with(&outside), "{path}: {resolved:?}");
+        }
+        symlink(&outside, workspace.root().join("link")).unwrap();
+        assert_eq!(
+            workspace.resolve("link/secret.txt").unwrap(),
+            outside.join("secret.txt")
+        );
+
+        let error = workspace.resolve("/etc/passwd").unwrap_err();
+        assert!(
+            error
+                .message
+                .contains(&format!("(or the allowed roots {})", outside.display())),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_missing_extra_root_is_an_error_that_names_it() {
+        let (dir, _, _) = workspace_with_outside();
+        let missing = dir.path().join("not-there");
+        let error =
+            Workspace::with_extra_roots(&dir.path().join("ws"), vec![missing.clone()]).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert!(
+            error.to_string().contains(&missing.display().to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn writable_paths_are_the_roots_then_temp_and_devices() {
+        let (dir, _, outside) = workspace_with_outside();
+        let workspace =
+            Workspace::with_extra_roots(&dir.path().join("ws"), vec![outside.clone()]).unwrap();
+        let writable = workspace.writable_paths();
+        assert_eq!(writable[..2], [workspace.root().to_path_buf(), outside]);
+        assert!(writable.contains(&PathBuf::from("/tmp")), "{writable:?}");
+        assert!(
+            writable.contains(&PathBuf::from("/dev/null")),
+            "{writable:?}"
+        );
+        assert!(writable.iter().all(|path| path.exists()), "{writable:?}");
     }
 
     #[test]

@@ -30,7 +30,20 @@ impl ProcessGroup {
             return Ok(());
         }
         self.killed = true;
-        match kill_process_group(self.leader, Signal::KILL) {
+        self.signal(Signal::KILL)
+    }
+
+    /// Sends SIGTERM to every process in the group, so that servers can shut down cleanly before
+    /// [`ProcessGroup::kill`].
+    pub fn terminate(&self) -> io::Result<()> {
+        if self.killed {
+            return Ok(());
+        }
+        self.signal(Signal::TERM)
+    }
+
+    fn signal(&self, signal: Signal) -> io::Result<()> {
+        match kill_process_group(self.leader, signal) {
             Ok(()) => Ok(()),
             Err(errno) if errno == rustix::io::Errno::SRCH => Ok(()),
             Err(errno) => Err(errno.into()),

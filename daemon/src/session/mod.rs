@@ -15,7 +15,7 @@ use std::time::Duration;
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
     ApprovalDecision, CacheReport, CostReport, CreateSessionParams, Event, EventKind, Mode,
-    PriceTable, SendResult, SessionInfo, SessionStatus, TurnOutcome, Usage,
+    PriceTable, SendResult, SessionInfo, SessionStatus, TodoItem, TurnOutcome, Usage,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -26,7 +26,7 @@ use crate::agent::{self, CompactScope, TurnEnv};
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{WriteError, atomic_write};
-use crate::tools::{ReadLedger, Registry, ToolContext};
+use crate::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolContext};
 
 use bus::{EventLog, Subscription};
 use history::Conversation;
@@ -93,6 +93,9 @@ pub struct Session {
     /// Prompts accepted and not yet finished, the running one included.
     in_flight: AtomicU32,
     runner: Mutex<Option<JoinHandle<()>>>,
+    /// `bash_background` processes live as long as the session's runner.
+    background: Arc<BackgroundProcesses>,
+    todos: Arc<TodoList>,
 }
 
 impl Session {
@@ -234,6 +237,7 @@ impl Session {
         {
             tracing::warn!(session = %self.id, "turn did not wind down in time");
         }
+        self.background.kill_all();
     }
 }
 
@@ -266,6 +270,31 @@ fn next_turn(events: &[Event]) -> u32 {
         .max()
         .unwrap_or(0)
         + 1
+}
+
+/// The todo list as the journal last recorded it.
+fn last_todos(events: &[Event]) -> Vec<TodoItem> {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.kind {
+            EventKind::TodoUpdated { todos } => Some(todos.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// A todo list whose every change is journalled and broadcast.
+fn todo_list(log: &Arc<EventLog>, todos: Vec<TodoItem>) -> TodoList {
+    let log = Arc::clone(log);
+    TodoList::new(todos, move |todos| {
+        let event = EventKind::TodoUpdated {
+            todos: todos.to_vec(),
+        };
+        if let Err(error) = log.publish(event) {
+            tracing::error!(%error, "cannot journal the todo list");
+        }
+    })
 }
 
 /// Prompts that were queued and never started, in order: they run after a restart.
@@ -389,9 +418,19 @@ impl Sessions {
         close_interrupted_turn(&log, &mut conversation, &events)?;
         let pending = pending_prompts(&events);
         let next_turn = next_turn(&events);
-        Ok(self.start(dir.to_owned(), info, log, conversation, next_turn, pending))
+        let todos = last_todos(&events);
+        Ok(self.start(
+            dir.to_owned(),
+            info,
+            log,
+            conversation,
+            next_turn,
+            pending,
+            todos,
+        ))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         dir: PathBuf,
@@ -400,9 +439,11 @@ impl Sessions {
         conversation: Conversation,
         next_turn: u32,
         pending: Vec<Work>,
+        todos: Vec<TodoItem>,
     ) -> Arc<Session> {
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
+        let todos = todo_list(&log, todos);
         for prompt in pending {
             // The receiver is alive: it is moved into the runner below.
             let _ = queue.send(prompt);
@@ -421,6 +462,8 @@ impl Sessions {
             }),
             in_flight: AtomicU32::new(in_flight),
             runner: Mutex::new(None),
+            background: Arc::new(BackgroundProcesses::default()),
+            todos: Arc::new(todos),
         });
         let runner = tokio::spawn(run_prompts(
             Arc::clone(&session),
@@ -494,7 +537,7 @@ impl Sessions {
         let (journal, _) = Journal::open(&journal_path)?;
         let log = Arc::new(EventLog::new(&journal_path, journal));
         let conversation = Conversation::rebuild(&system_prompt, &[]);
-        let session = self.start(dir, info, log, conversation, 1, Vec::new());
+        let session = self.start(dir, info, log, conversation, 1, Vec::new(), Vec::new());
         let info = session.info();
         self.insert(session);
         Ok(info)
@@ -554,11 +597,7 @@ impl Sessions {
             .profile(&profile)
             .ok()
             .and_then(|profile| profile.pricing.as_ref())
-            .map(|pricing| PriceTable {
-                input_hit: pricing.input_hit,
-                input_miss: pricing.input_miss,
-                output: pricing.output,
-            });
+            .map(PriceTable::from);
         Ok(accounting::cost_report(&cache, &profile, prices))
     }
 
@@ -623,6 +662,9 @@ async fn run_prompts(
                 output: Arc::new(|_: &str| {}),
                 reads: Arc::clone(&reads),
                 secret_env: shared.providers.secret_env_names(),
+                secret_values: shared.providers.secret_values(),
+                background: Arc::clone(&session.background),
+                todos: Arc::clone(&session.todos),
             },
             stopping: shared.stopping.clone(),
         });

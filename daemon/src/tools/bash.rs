@@ -9,11 +9,12 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::time::Instant;
 
 use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::process::ProcessGroup;
+use crate::sandbox::secrets::{Redactor, scrub_env};
 
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
 const MAX_TIMEOUT_SECS: u64 = 600;
@@ -46,7 +47,8 @@ impl Tool for Bash {
             name: "bash",
             description: "Run a bash command in the workspace root (no stdin). Returns \
                           stdout+stderr (long output keeps its head and tail) and the exit code. \
-                          Processes it leaves behind are killed when it returns.",
+                          Processes it leaves behind are killed when it returns. The sandbox \
+                          denies writes outside the workspace and /tmp.",
             mutates: true,
         }
     }
@@ -72,9 +74,12 @@ impl Tool for Bash {
     }
 }
 
-fn spawn_shell(command_text: &str, context: &ToolContext) -> Result<Child, ToolError> {
+/// Starts `bash -c COMMAND` (or `sh` where there is no bash) in the workspace root, confined by
+/// the sandbox, leading its own process group, with pipes for its output, no stdin and no secrets.
+pub(super) fn spawn_shell(command_text: &str, context: &ToolContext) -> Result<Child, ToolError> {
+    let redactor = Redactor::new(&context.secret_values);
     let spawn = |shell: &str| {
-        let mut command = Command::new(shell);
+        let mut command = context.workspace.command(shell);
         command
             .arg("-c")
             .arg(command_text)
@@ -86,10 +91,8 @@ fn spawn_shell(command_text: &str, context: &ToolContext) -> Result<Child, ToolE
             // git would otherwise ask for credentials on the daemon's terminal, if it has one,
             // and wait there until the timeout.
             .env("GIT_TERMINAL_PROMPT", "0");
-        for name in context.secret_env.iter() {
-            command.env_remove(name);
-        }
-        command.spawn()
+        scrub_env(&mut command, &context.secret_env, &redactor);
+        context.workspace.spawn(&mut command)
     };
     spawn("bash")
         .or_else(|error| {
@@ -211,7 +214,7 @@ fn kill(group: &mut ProcessGroup) {
 }
 
 /// A read from a pipe that is still open; a closed one never completes.
-async fn read_chunk<R: AsyncRead + Unpin>(
+pub(super) async fn read_chunk<R: AsyncRead + Unpin>(
     pipe: &mut Option<R>,
     buffer: &mut [u8],
 ) -> io::Result<usize> {
@@ -222,7 +225,7 @@ async fn read_chunk<R: AsyncRead + Unpin>(
 }
 
 /// The text a read produced; at end of file (or a read error) the pipe is closed.
-fn on_read<R>(
+pub(super) fn on_read<R>(
     read: io::Result<usize>,
     pipe: &mut Option<R>,
     decoder: &mut Utf8Stream,
@@ -237,14 +240,14 @@ fn on_read<R>(
     }
 }
 
-async fn sleep_until_some(deadline: Option<Instant>) {
+pub(super) async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }
 
-fn describe_exit(status: ExitStatus) -> String {
+pub(super) fn describe_exit(status: ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("exit code {code}");
     }
@@ -269,12 +272,12 @@ fn signal_name(signal: i32) -> &'static str {
 /// Decodes a byte stream as UTF-8 chunk by chunk, holding back a character split between chunks
 /// so that it is not turned into replacement characters.
 #[derive(Debug, Default)]
-struct Utf8Stream {
+pub(super) struct Utf8Stream {
     pending: Vec<u8>,
 }
 
 impl Utf8Stream {
-    fn decode(&mut self, chunk: &[u8]) -> String {
+    pub(super) fn decode(&mut self, chunk: &[u8]) -> String {
         self.pending.extend_from_slice(chunk);
         let complete = self.pending.len() - incomplete_tail_len(&self.pending);
         let text = String::from_utf8_lossy(&self.pending[..complete]).into_owned();
@@ -282,7 +285,7 @@ impl Utf8Stream {
         text
     }
 
-    fn finish(&mut self) -> String {
+    pub(super) fn finish(&mut self) -> String {
         let text = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
         text
@@ -377,7 +380,7 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
     index
 }
 
-fn ceil_char_boundary(text: &str, index: usize) -> usize {
+pub(super) fn ceil_char_boundary(text: &str, index: usize) -> usize {
     let mut index = index.min(text.len());
     while !text.is_char_boundary(index) {
         index += 1;
@@ -391,8 +394,10 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::sandbox::Workspace;
     use crate::sandbox::process::tests::wait_until_gone;
-    use crate::tools::test_context;
+    use crate::sandbox::tests::{landlock_enforced, outside_temp_dirs};
+    use crate::tools::{Registry, test_context};
 
     fn command(text: &str, timeout_secs: Option<u64>) -> BashArgs {
         BashArgs {
@@ -577,6 +582,160 @@ mod tests {
         context.secret_env = Arc::from(vec![name.to_owned()]);
         let hidden = Bash.call(command(&probe, None), &context).await.unwrap();
         assert_eq!(hidden, "[absent]\nexit code 0");
+    }
+
+    #[tokio::test]
+    async fn variables_holding_a_secret_value_are_not_passed_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "CARGO_MANIFEST_DIR";
+        let value = std::env::var(name).unwrap();
+        let mut context = test_context(dir.path());
+        context.secret_values = Arc::from(vec![value]);
+        let result = Bash
+            .call(
+                command(&format!("echo \"[${{{name}:-absent}}]\""), None),
+                &context,
+            )
+            .await
+            .unwrap();
+        assert_eq!(result, "[absent]\nexit code 0");
+    }
+
+    #[tokio::test]
+    async fn secret_values_are_redacted_from_the_result_and_the_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = "sk-live-0123456789abcdef";
+        let streamed = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = Arc::clone(&streamed);
+        let mut context = test_context(dir.path());
+        context.secret_values = Arc::from(vec![secret.to_owned()]);
+        context.output = Arc::new(move |text: &str| sink.lock().unwrap().push(text.to_owned()));
+        let registry = Registry::standard();
+        // The second copy arrives in two writes, so in two chunks.
+        let script =
+            format!("echo key={secret}; printf 'sk-live-'; sleep 0.2; echo '0123456789abcdef.'");
+        let arguments = serde_json::json!({ "command": script }).to_string();
+
+        let result = registry.call("bash", &arguments, &context).await.unwrap();
+
+        assert_eq!(result, "key=[redacted]\n[redacted].\nexit code 0");
+        {
+            let streamed = streamed.lock().unwrap();
+            assert_eq!(streamed.concat(), "key=[redacted]\n[redacted].\n");
+            assert!(
+                streamed.iter().all(|chunk| !chunk.contains("sk-live")),
+                "{streamed:?}"
+            );
+        }
+
+        // Errors carry output too.
+        let arguments =
+            serde_json::json!({ "command": format!("echo {secret}; sleep 5"), "timeout_secs": 1 })
+                .to_string();
+        let error = registry
+            .call("bash", &arguments, &context)
+            .await
+            .unwrap_err();
+        assert!(
+            error.message.ends_with("Output so far:\n[redacted]\n"),
+            "{error}"
+        );
+    }
+
+    /// SPEC §7.3: under Landlock a command writes in the workspace and the temp directories, and
+    /// reads anywhere, but cannot create, change, truncate, remove or rename anything elsewhere.
+    #[tokio::test]
+    async fn landlock_confines_writes_to_the_workspace_and_temp() {
+        if !landlock_enforced() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let temp = tempfile::tempdir().unwrap();
+        let outside = outside_temp_dirs();
+        let outside = outside.path().canonicalize().unwrap();
+        std::fs::write(outside.join("kept.txt"), "original\n").unwrap();
+        let context = test_context(dir.path());
+        let o = outside.display();
+        let t = temp.path().display();
+        let script = format!(
+            "cat {o}/kept.txt
+             echo x > {o}/new.txt || echo denied-create
+             echo x >> {o}/kept.txt || echo denied-append
+             : > {o}/kept.txt || echo denied-truncate
+             rm {o}/kept.txt || echo denied-remove
+             mkdir {o}/sub || echo denied-mkdir
+             ln -s /etc/passwd {o}/link || echo denied-symlink
+             echo inside > inside.txt && mv inside.txt {o}/ || echo denied-move-out
+             echo temp > {t}/temp.txt && echo wrote-temp
+             echo null > /dev/null && echo wrote-null
+             echo to-stdout > /dev/stdout
+             mkdir -p deep/dir && echo x > deep/dir/f && rm -r deep && echo wrote-inside"
+        );
+
+        let result = Bash.call(command(&script, None), &context).await.unwrap();
+
+        for expected in [
+            "original",
+            "denied-create",
+            "denied-append",
+            "denied-truncate",
+            "denied-remove",
+            "denied-mkdir",
+            "denied-symlink",
+            "denied-move-out",
+            "wrote-temp",
+            "wrote-null",
+            "to-stdout",
+            "wrote-inside",
+        ] {
+            assert!(
+                result.contains(expected),
+                "{expected} missing from:\n{result}"
+            );
+        }
+        assert!(result.contains("Permission denied"), "{result}");
+        let mut left: Vec<String> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["kept.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("kept.txt")).unwrap(),
+            "original\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(context.workspace.root().join("inside.txt")).unwrap(),
+            "inside\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(temp.path().join("temp.txt")).unwrap(),
+            "temp\n"
+        );
+        // The confinement was the command's: this thread (the daemon's, in production) is free.
+        std::fs::write(outside.join("after.txt"), "daemon\n").unwrap();
+    }
+
+    #[tokio::test]
+    async fn landlock_lets_commands_write_in_the_extra_roots() {
+        if !landlock_enforced() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let outside = outside_temp_dirs();
+        let mut context = test_context(dir.path());
+        context.workspace = Arc::new(
+            Workspace::with_extra_roots(dir.path(), vec![outside.path().to_path_buf()]).unwrap(),
+        );
+        let script = format!("echo extra > {}/allowed.txt", outside.path().display());
+
+        let result = Bash.call(command(&script, None), &context).await.unwrap();
+
+        assert_eq!(result, "(no output)\nexit code 0");
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("allowed.txt")).unwrap(),
+            "extra\n"
+        );
     }
 
     #[tokio::test]

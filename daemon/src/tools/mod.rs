@@ -2,6 +2,7 @@
 //! it is one line in [`Registry::standard`].
 
 mod bash;
+mod bash_background;
 mod edit_file;
 mod edit_lines;
 mod glob;
@@ -10,6 +11,7 @@ pub mod hashline;
 mod ls;
 mod read_file;
 mod registry;
+mod todo_write;
 mod write_file;
 
 use std::collections::BTreeMap;
@@ -23,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::Workspace;
 
+pub use bash_background::BackgroundProcesses;
 pub use registry::{Registry, ToolSpec};
+pub use todo_write::{TodoItem, TodoList, TodoStatus};
 
 /// The most a tool result may hold, in bytes; the registry cuts anything longer, and tools that
 /// can shape their output (a read window, a command's head and tail) stay under it themselves.
@@ -120,6 +124,13 @@ pub struct ToolContext {
     pub reads: Arc<Mutex<ReadLedger>>,
     /// Environment variables that hold secrets: never passed to a process a tool starts.
     pub secret_env: Arc<[String]>,
+    /// The secrets' values: a variable holding one is not passed to a process either, and the
+    /// registry replaces them with `[redacted]` in every result and streamed output.
+    pub secret_values: Arc<[String]>,
+    /// The session's `bash_background` processes; dropping the table (or `kill_all`) kills them.
+    pub background: Arc<BackgroundProcesses>,
+    /// The session's todo list, which `todo_write` replaces.
+    pub todos: Arc<TodoList>,
 }
 
 /// A context on a fresh workspace, for tool tests: nothing read yet, output discarded.
@@ -132,5 +143,8 @@ pub(crate) fn test_context(root: &Path) -> ToolContext {
         output: Arc::new(|_: &str| {}),
         reads: Arc::new(Mutex::new(ReadLedger::default())),
         secret_env: Arc::from(Vec::new()),
+        secret_values: Arc::from(Vec::new()),
+        background: Arc::new(BackgroundProcesses::default()),
+        todos: Arc::new(TodoList::default()),
     }
 }

@@ -8,14 +8,17 @@ use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
 use super::bash::Bash;
+use super::bash_background::BashBackground;
 use super::edit_file::EditFile;
 use super::edit_lines::EditLines;
 use super::glob::Glob;
 use super::grep::Grep;
 use super::ls::Ls;
 use super::read_file::ReadFile;
+use super::todo_write::TodoWrite;
 use super::write_file::WriteFile;
 use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError};
+use crate::sandbox::secrets::{RedactingSink, Redactor};
 
 /// What the model is shown of a tool, built once at registration so every request carries the
 /// same bytes.
@@ -86,11 +89,13 @@ impl Registry {
         registry.register(ReadFile);
         registry.register(EditLines);
         registry.register(Bash);
+        registry.register(BashBackground);
         registry.register(WriteFile);
         registry.register(EditFile);
         registry.register(Glob);
         registry.register(Grep);
         registry.register(Ls);
+        registry.register(TodoWrite);
         registry
     }
 
@@ -132,8 +137,33 @@ impl Registry {
     }
 
     /// Runs a tool on the model's argument text. Every failure is a message the model can act on,
-    /// and the result is bounded.
+    /// the result is bounded, and secret values are redacted from it and from streamed output.
     pub async fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        context: &ToolContext,
+    ) -> Result<String, ToolError> {
+        let redactor = Redactor::new(&context.secret_values);
+        let result = if redactor.is_empty() {
+            self.call_unredacted(name, arguments, context).await
+        } else {
+            let sink = RedactingSink::new(redactor.clone(), context.output.clone());
+            let redacting = ToolContext {
+                output: sink.output(),
+                ..context.clone()
+            };
+            let result = self.call_unredacted(name, arguments, &redacting).await;
+            sink.flush();
+            result
+        };
+        // Redacted before it is bounded, which could cut a secret in two.
+        result
+            .map(|text| bounded(redactor.redact(text)))
+            .map_err(|error| ToolError::new(bounded(redactor.redact(error.message))))
+    }
+
+    async fn call_unredacted(
         &self,
         name: &str,
         arguments: &str,
@@ -146,9 +176,7 @@ impl Registry {
                 entry.usage
             ))
         })?;
-        call.await
-            .map(bounded)
-            .map_err(|error| ToolError::new(bounded(error.message)))
+        call.await.map_err(|error| ToolError::new(error.message))
     }
 
     /// The paths a call will modify, for a checkpoint before it runs. Nothing when the arguments
@@ -275,6 +303,7 @@ fn type_name(definition: &Value) -> &str {
 #[cfg(test)]
 mod tests {
     use std::fs;
+    use std::sync::Arc;
 
     use schemars::JsonSchema;
     use serde::Deserialize;
@@ -321,11 +350,13 @@ mod tests {
                 "read_file",
                 "edit_lines",
                 "bash",
+                "bash_background",
                 "write_file",
                 "edit_file",
                 "glob",
                 "grep",
-                "ls"
+                "ls",
+                "todo_write"
             ]
         );
     }
@@ -335,9 +366,10 @@ mod tests {
         let registry = Registry::standard();
         assert_eq!(
             names(registry.specs(false)),
-            ["read_file", "glob", "grep", "ls"]
+            ["read_file", "glob", "grep", "ls", "todo_write"]
         );
         assert!(registry.get("bash").unwrap().mutates);
+        assert!(registry.get("bash_background").unwrap().mutates);
         assert!(registry.get("nothing").is_none());
     }
 
@@ -399,7 +431,7 @@ mod tests {
         assert_eq!(
             error.message,
             "there is no tool named `write`; the tools are: read_file, edit_lines, bash, \
-             write_file, edit_file, glob, grep, ls"
+             bash_background, write_file, edit_file, glob, grep, ls, todo_write"
         );
     }
 
@@ -458,6 +490,26 @@ mod tests {
             note.starts_with(&format!(" at {MAX_RESULT_BYTES} of {} bytes", long.len())),
             "{note}"
         );
+    }
+
+    #[tokio::test]
+    async fn secret_values_are_redacted_from_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut context = test_context(dir.path());
+        context.secret_values = Arc::from(vec!["sk-0123456789".to_owned(), "tiny".to_owned()]);
+        let mut registry = Registry::default();
+        registry.register(Echo);
+
+        let result = registry
+            .call(
+                "echo",
+                r#"{"text": "key sk-0123456789 and sk-0123456789; tiny stays"}"#,
+                &context,
+            )
+            .await
+            .unwrap();
+
+        assert_eq!(result, "key [redacted] and [redacted]; tiny stays");
     }
 
     #[test]

@@ -1,0 +1,192 @@
+//! Secrets from the config kept out of what tools see and say (SPEC §7.3): the processes a tool
+//! starts get an environment without them, and every value that still shows up in a tool's
+//! output (a key printed from a file, an echo) is replaced before the model or a client sees it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::process::Command;
+
+use crate::tools::OutputSink;
+
+/// What a secret value becomes in tool output.
+pub const REDACTED: &str = "[redacted]";
+
+/// Shorter values are left alone: they occur in ordinary text, which redacting them would
+/// garble (and a real API key is far longer).
+const MIN_SECRET_BYTES: usize = 8;
+
+/// Replaces secret values in text.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    /// Longest first, so that a secret containing another is replaced whole.
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    pub fn new(values: &[String]) -> Self {
+        let mut secrets: Vec<String> = values
+            .iter()
+            .filter(|value| value.len() >= MIN_SECRET_BYTES)
+            .cloned()
+            .collect();
+        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        secrets.dedup();
+        Self { secrets }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    pub fn contains_secret(&self, text: &str) -> bool {
+        self.secrets
+            .iter()
+            .any(|secret| text.contains(secret.as_str()))
+    }
+
+    pub fn redact(&self, mut text: String) -> String {
+        for secret in &self.secrets {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), REDACTED);
+            }
+        }
+        text
+    }
+
+    /// The length of the longest tail of `text` that is the beginning of a secret: what a stream
+    /// must hold back until the next chunk shows whether the secret follows.
+    fn partial_tail_len(&self, text: &str) -> usize {
+        let longest = self.secrets.first().map_or(0, String::len);
+        let from = text.len().saturating_sub(longest.saturating_sub(1));
+        (from..text.len())
+            .filter(|&start| text.is_char_boundary(start))
+            .find(|&start| {
+                self.secrets
+                    .iter()
+                    .any(|secret| secret.starts_with(&text[start..]))
+            })
+            .map_or(0, |start| text.len() - start)
+    }
+}
+
+/// Streamed output passed through a [`Redactor`]: a secret split between two chunks is caught
+/// because a tail that could begin one waits for the next chunk (or [`RedactingSink::flush`]).
+pub struct RedactingSink {
+    redactor: Redactor,
+    inner: OutputSink,
+    pending: Mutex<String>,
+}
+
+impl RedactingSink {
+    pub fn new(redactor: Redactor, inner: OutputSink) -> Arc<Self> {
+        Arc::new(Self {
+            redactor,
+            inner,
+            pending: Mutex::new(String::new()),
+        })
+    }
+
+    /// A sink for a tool context that feeds this one.
+    pub fn output(self: &Arc<Self>) -> OutputSink {
+        let sink = Arc::clone(self);
+        Arc::new(move |text: &str| sink.push(text))
+    }
+
+    fn push(&self, chunk: &str) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.push_str(chunk);
+        let redacted = self.redactor.redact(std::mem::take(&mut *pending));
+        let ready = redacted.len() - self.redactor.partial_tail_len(&redacted);
+        if ready > 0 {
+            // Under the lock, so chunks reach the inner sink in order.
+            (self.inner)(&redacted[..ready]);
+        }
+        *pending = redacted[ready..].to_owned();
+    }
+
+    /// Emits what was held back: the stream has ended.
+    pub fn flush(&self) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        if !pending.is_empty() {
+            (self.inner)(&self.redactor.redact(std::mem::take(&mut *pending)));
+        }
+    }
+}
+
+/// Removes from a command's environment every variable named in `names` (the config's key
+/// variables) and every variable whose value holds a secret (the same key exported under another
+/// name).
+pub fn scrub_env(command: &mut Command, names: &[String], redactor: &Redactor) {
+    for name in names {
+        command.env_remove(name);
+    }
+    if redactor.is_empty() {
+        return;
+    }
+    for (name, value) in std::env::vars_os() {
+        if redactor.contains_secret(&value.to_string_lossy()) {
+            command.env_remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redactor(values: &[&str]) -> Redactor {
+        Redactor::new(
+            &values
+                .iter()
+                .map(|value| (*value).to_owned())
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn every_occurrence_is_replaced_and_the_longer_secret_wins() {
+        let redactor = redactor(&["sk-abcdef123", "sk-abcdef123456", "short"]);
+        assert_eq!(
+            redactor.redact("a sk-abcdef123456 b sk-abcdef123 c short".to_owned()),
+            "a [redacted] b [redacted] c short"
+        );
+        assert!(redactor.contains_secret("xsk-abcdef123x"));
+        assert!(!redactor.contains_secret("sk-abcdef12"));
+    }
+
+    #[test]
+    fn values_too_short_to_be_keys_are_ignored() {
+        assert!(redactor(&["", "abc", "1234567"]).is_empty());
+    }
+
+    #[test]
+    fn a_secret_split_across_chunks_is_still_redacted() {
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let collected = Arc::clone(&seen);
+        let sink = RedactingSink::new(
+            redactor(&["sk-secret-value"]),
+            Arc::new(move |text: &str| collected.lock().unwrap().push(text.to_owned())),
+        );
+        let output = sink.output();
+        for chunk in [
+            "key: sk-se",
+            "cret-v",
+            "alue\nnext sk-",
+            "s",
+            "é done sk-sec",
+        ] {
+            output(chunk);
+        }
+        sink.flush();
+
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            seen.concat(),
+            "key: [redacted]\nnext sk-sé done sk-sec",
+            "{seen:?}"
+        );
+        assert!(seen.iter().all(|chunk| !chunk.contains("sk-secret")));
+        // Text that cannot begin a secret is not held back.
+        assert_eq!(seen[0], "key: ");
+    }
+}
