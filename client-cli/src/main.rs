@@ -99,6 +99,16 @@ enum Command {
     },
     /// Set a session's mode: plan, code or yolo.
     Mode { id: String, mode: Mode },
+    /// Without N, list the checkpoints (one per prompt, with the files it changed). With N,
+    /// restore every file to its state before prompt N (files created since are removed,
+    /// deleted ones come back), cut the history back to before it, and print prompt N's text.
+    /// `--undo` reverts the last rewind, until the next prompt.
+    Rewind {
+        id: String,
+        turn: Option<u32>,
+        #[arg(long, conflicts_with = "turn")]
+        undo: bool,
+    },
     /// Prompt-cache figures per turn: prompt and cached tokens, hit ratio, and how many bytes of
     /// each request repeat the one before (the sticky prefix).
     Cache { id: String },
@@ -283,6 +293,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print_json(&report)?;
             } else {
                 print!("{}", render::cache_table(&report));
+            }
+        }
+        Command::Rewind { id, turn, undo } => {
+            let client = connect(true).await?;
+            let result = match (turn, undo) {
+                (Some(turn), _) => client.rewind(&id, turn).await?,
+                (None, true) => client.undo_rewind(&id).await?,
+                (None, false) => {
+                    let checkpoints = client.checkpoints(&id).await?;
+                    if json {
+                        print_json(&checkpoints)?;
+                    } else {
+                        print!("{}", render::checkpoint_table(&checkpoints));
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+            };
+            if json {
+                print_json(&result)?;
+            } else {
+                print!("{}", render::rewind_summary(&result, undo));
+            }
+            if !result.failed.is_empty() {
+                return Ok(ExitCode::FAILURE);
             }
         }
         Command::Compact { id } => {

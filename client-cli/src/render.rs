@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
 use cwcode_protocol::{
-    CacheReport, CostReport, DaemonInfo, Event, EventKind, ProfileInfo, SessionInfo, TodoStatus,
+    CacheReport, CheckpointInfo, CostReport, DaemonInfo, Event, EventKind, ProfileInfo,
+    RewindResult, SessionInfo, TodoStatus,
 };
 
 pub struct Renderer {
@@ -164,6 +165,18 @@ impl Renderer {
                 "· compacted: about {tokens_before} → {tokens_after} tokens, the last {kept_messages} messages kept"
             ),
             EventKind::Error { message } => format!("! {message}"),
+            EventKind::CheckpointCreated { turn, files } => {
+                format!("· checkpoint {turn}: {} file(s)", files.len())
+            }
+            EventKind::Rewound { result } => format!(
+                "· rewound to before prompt {}: {} restored, {} removed",
+                result.turn,
+                result.restored.len(),
+                result.removed.len()
+            ),
+            EventKind::RewindUndone { result } => {
+                format!("· undid the rewind to before prompt {}", result.turn)
+            }
             EventKind::ModeNotice { .. }
             | EventKind::Unknown
             | EventKind::StatusChanged { .. }
@@ -327,5 +340,50 @@ pub fn cost_table(report: &CostReport) -> String {
         );
     }
     let _ = writeln!(out, "total: {:.6}", report.total);
+    out
+}
+
+pub fn checkpoint_table(checkpoints: &[CheckpointInfo]) -> String {
+    if checkpoints.is_empty() {
+        return "no checkpoints yet: each prompt gets one\n".to_owned();
+    }
+    let mut out = String::new();
+    for checkpoint in checkpoints {
+        let _ = writeln!(
+            out,
+            "{:>4}  {}  {}  ({} file(s){})",
+            checkpoint.turn,
+            checkpoint.time.get(..19).unwrap_or(&checkpoint.time),
+            shorten(first_line(&checkpoint.prompt), 60),
+            checkpoint.files.len(),
+            if checkpoint.files.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", shorten(&checkpoint.files.join(", "), 80))
+            }
+        );
+    }
+    out.push_str("rewind with `cwcode-cli rewind ID N`\n");
+    out
+}
+
+pub fn rewind_summary(result: &RewindResult, undo: bool) -> String {
+    let mut out = if undo {
+        format!("undid the rewind to before prompt {}\n", result.turn)
+    } else {
+        format!("rewound to before prompt {}\n", result.turn)
+    };
+    for path in &result.restored {
+        let _ = writeln!(out, "  restored {path}");
+    }
+    for path in &result.removed {
+        let _ = writeln!(out, "  removed  {path}");
+    }
+    for failure in &result.failed {
+        let _ = writeln!(out, "  FAILED   {failure}");
+    }
+    if !undo {
+        let _ = writeln!(out, "prompt {} was:\n{}", result.turn, result.prompt);
+    }
     out
 }

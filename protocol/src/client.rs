@@ -256,6 +256,25 @@ impl Client {
         Ok(())
     }
 
+    pub async fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, ClientError> {
+        self.call(methods::SESSION_CHECKPOINTS, session_ref(session_id))
+            .await
+    }
+
+    /// Restores files and history to before prompt `turn`; the result carries that prompt's text.
+    pub async fn rewind(&self, session_id: &str, turn: u32) -> Result<RewindResult, ClientError> {
+        let params = RewindParams {
+            session_id: session_id.to_owned(),
+            turn,
+        };
+        self.call(methods::SESSION_REWIND, params).await
+    }
+
+    pub async fn undo_rewind(&self, session_id: &str) -> Result<RewindResult, ClientError> {
+        self.call(methods::SESSION_UNDO_REWIND, session_ref(session_id))
+            .await
+    }
+
     pub async fn cache(&self, session_id: &str) -> Result<CacheReport, ClientError> {
         self.call(methods::SESSION_CACHE, session_ref(session_id))
             .await

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    ApprovalDecision, Mode, RequestStats, SessionStatus, TodoItem, ToolCall, Usage,
+    ApprovalDecision, Mode, RequestStats, RewindResult, SessionStatus, TodoItem, ToolCall, Usage,
 };
 
 /// One entry of a session's journal. `seq` is monotonic per session and starts at 1.
@@ -142,6 +142,20 @@ pub enum EventKind {
         usage: Usage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// The files a prompt changed, recorded so that `/rewind` can restore them.
+    CheckpointCreated {
+        turn: u32,
+        files: Vec<String>,
+    },
+    /// Files and history were put back to before prompt `turn` (one of the two operations,
+    /// with compaction, that rewrite history); undoable until the next prompt.
+    Rewound {
+        result: RewindResult,
+    },
+    /// The last rewind was undone: files and history are as they were before it.
+    RewindUndone {
+        result: RewindResult,
     },
     /// Something failed outside a turn (a compaction, a background task); said plainly.
     Error {

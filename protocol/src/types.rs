@@ -324,3 +324,34 @@ pub struct CostReport {
     pub turns: Vec<TurnCost>,
     pub total: f64,
 }
+
+/// One prompt's checkpoint: what `/rewind` without a number lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointInfo {
+    pub turn: u32,
+    pub prompt: String,
+    pub time: String,
+    /// Workspace-relative paths the prompt changed, through tools or the shell.
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindParams {
+    pub session_id: String,
+    /// Restore every file to its state before this prompt, and the history with it.
+    pub turn: u32,
+}
+
+/// What a rewind (or the undo of one) did. `prompt` is prompt N's text, for the input field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindResult {
+    pub turn: u32,
+    pub prompt: String,
+    pub restored: Vec<String>,
+    pub removed: Vec<String>,
+    /// `path: reason` for each path that could not be put back; the others were.
+    pub failed: Vec<String>,
+}

@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod prompt;
 pub mod storm;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use cwcode_protocol::{
@@ -20,6 +21,7 @@ use crate::provider::{
 use crate::session::bus::EventLog;
 use crate::session::history::{Conversation, summary_message, unanswered_calls};
 use crate::session::journal::JournalError;
+use crate::store::{SharedStore, Snapshot};
 use crate::tools::{Registry, ToolContext};
 
 use approvals::{Answer, Approvals};
@@ -47,6 +49,9 @@ pub struct TurnEnv {
     pub tools: ToolContext,
     /// Fired when the daemon shuts down: the turn ends as interrupted rather than cancelled.
     pub stopping: CancellationToken,
+    /// Where files are saved before a mutating tool changes them; `None` when the session's
+    /// store could not be opened (said in the log and to clients at session start).
+    pub checkpoints: Option<SharedStore>,
 }
 
 impl TurnEnv {
@@ -87,10 +92,76 @@ pub async fn run_turn(
     turn: u32,
     prompt: String,
 ) -> Result<TurnOutcome, JournalError> {
-    begin_turn(&env.log, conversation, turn, prompt)?;
+    begin_turn(&env.log, conversation, turn, prompt.clone())?;
+    if let Some(store) = &env.checkpoints
+        && let Err(error) = store.begin(turn, prompt).await
+    {
+        env.log.publish(EventKind::Error {
+            message: format!("/rewind will not cover this prompt: {error}"),
+        })?;
+    }
     let mut usage = Usage::default();
     let (outcome, error) = converse(env, conversation, &mut usage).await?;
+    close_checkpoint(env, turn).await?;
     finish_turn(&env.log, conversation, turn, outcome, usage, error)
+}
+
+/// Makes the prompt's checkpoint durable and tells clients which files it covers.
+async fn close_checkpoint(env: &TurnEnv, turn: u32) -> Result<(), JournalError> {
+    let Some(store) = &env.checkpoints else {
+        return Ok(());
+    };
+    let listed = match store.sync().await {
+        Ok(()) => store.list().await,
+        Err(error) => Err(error),
+    };
+    match listed {
+        Ok(checkpoints) => {
+            if let Some(checkpoint) = checkpoints
+                .into_iter()
+                .find(|checkpoint| checkpoint.turn == turn && !checkpoint.files.is_empty())
+            {
+                env.log.publish(EventKind::CheckpointCreated {
+                    turn,
+                    files: checkpoint.files,
+                })?;
+            }
+        }
+        Err(error) => {
+            env.log.publish(EventKind::Error {
+                message: format!("the checkpoint of prompt {turn} may be incomplete: {error}"),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Saves what a mutating call is about to change (SPEC §8): the declared paths, or for a shell
+/// command a snapshot of the workspace to compare against afterwards. Returns the refusal to
+/// show the model when that cannot be done: a change that could not be undone is not made.
+async fn checkpoint_before(env: &TurnEnv, call: &ToolCall) -> Result<Option<Snapshot>, String> {
+    let Some(store) = &env.checkpoints else {
+        return Ok(None);
+    };
+    let declared = env.registry.touched_paths(&call.name, &call.arguments);
+    if declared.is_empty() {
+        return store.snapshot().await.map(Some).map_err(|error| {
+            format!("not run: cwcode could not snapshot the workspace so that /rewind can undo this command: {error}")
+        });
+    }
+    let paths: Vec<PathBuf> = declared
+        .iter()
+        .filter_map(|path| env.tools.workspace.resolve(&path.to_string_lossy()).ok())
+        .collect();
+    if paths.is_empty() {
+        // Every path is outside the workspace: the tool itself refuses them, saying why.
+        return Ok(None);
+    }
+    store
+        .record_before(paths)
+        .await
+        .map(|()| None)
+        .map_err(|error| format!("not run: cwcode could not save the files first, so /rewind could not undo it: {error}"))
 }
 
 /// Journals a turn that cannot run at all (no usable provider, workspace gone), saying why.
@@ -488,6 +559,14 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
             Mode::Code | Mode::Yolo => {}
         }
     }
+    let snapshot = if mutates {
+        match checkpoint_before(env, call).await {
+            Ok(snapshot) => snapshot,
+            Err(refusal) => return Ok((refusal, true)),
+        }
+    } else {
+        None
+    };
     let log = Arc::clone(&env.log);
     let call_id = call.id.clone();
     let context = ToolContext {
@@ -502,16 +581,23 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
         }),
         ..env.tools.clone()
     };
-    Ok(
-        match env
-            .registry
-            .call(&call.name, &call.arguments, &context)
-            .await
-        {
-            Ok(output) => (output, false),
-            Err(error) => (error.message, true),
-        },
-    )
+    let result = match env
+        .registry
+        .call(&call.name, &call.arguments, &context)
+        .await
+    {
+        Ok(output) => (output, false),
+        Err(error) => (error.message, true),
+    };
+    // Also after a failure or a timeout: the command may have changed files before it stopped.
+    if let (Some(snapshot), Some(store)) = (snapshot, &env.checkpoints)
+        && let Err(error) = store.after_command(snapshot).await
+    {
+        env.log.publish(EventKind::Error {
+            message: format!("/rewind may miss what `{}` changed: {error}", call.name),
+        })?;
+    }
+    Ok(result)
 }
 
 /// Waits for a client's answer. Returns the refusal to show the model, or `None` to go ahead.

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use cwcode_protocol::{
     ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, ErrorCode, Event,
-    EventKind, SendParams, SessionRef, SetKeyParams, SetModeParams, SubscribeParams, methods,
+    EventKind, RewindParams, SendParams, SessionRef, SetKeyParams, SetModeParams, SubscribeParams,
+    methods,
 };
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
@@ -35,6 +36,8 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         SessionError::Profile(_) => ErrorCode::ProfileNotFound,
         SessionError::Approval(_) => ErrorCode::ApprovalNotFound,
         SessionError::ShuttingDown => ErrorCode::ShuttingDown,
+        SessionError::Busy => ErrorCode::SessionBusy,
+        SessionError::Checkpoint(_) => ErrorCode::Checkpoint,
         SessionError::Journal(_) | SessionError::Write(_) | SessionError::Io { .. } => {
             ErrorCode::Storage
         }
@@ -110,6 +113,27 @@ pub fn module(
         session.compact().map_err(rpc_error)?;
         Ok::<_, ErrorObjectOwned>(json!({ "queued": true }))
     })?;
+    module.register_async_method(
+        methods::SESSION_CHECKPOINTS,
+        |params, daemon, _| async move {
+            let params: SessionRef = parse(&params)?;
+            let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+            session.checkpoints().await.map_err(rpc_error)
+        },
+    )?;
+    module.register_async_method(methods::SESSION_REWIND, |params, daemon, _| async move {
+        let params: RewindParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.rewind(Some(params.turn)).await.map_err(rpc_error)
+    })?;
+    module.register_async_method(
+        methods::SESSION_UNDO_REWIND,
+        |params, daemon, _| async move {
+            let params: SessionRef = parse(&params)?;
+            let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+            session.rewind(None).await.map_err(rpc_error)
+        },
+    )?;
     module.register_method(methods::SESSION_CACHE, |params, daemon, _| {
         let params: SessionRef = parse(&params)?;
         let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;

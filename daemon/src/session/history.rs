@@ -17,6 +17,24 @@ pub struct Conversation {
     /// Set once the provider demanded its reasoning back; not persisted, so after a restart
     /// the first request finds out again.
     pub keep_reasoning: bool,
+    /// Where each prompt's turn begins in `messages`, to cut the history back on a rewind.
+    turn_starts: Vec<TurnStart>,
+    /// What each rewind removed, newest last; an undo puts it back. Cleared by the next prompt.
+    rewound: Vec<Rewound>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TurnStart {
+    turn: u32,
+    index: usize,
+    plan_announced: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rewound {
+    messages: Vec<Message>,
+    turn_starts: Vec<TurnStart>,
+    plan_announced: bool,
 }
 
 impl Conversation {
@@ -29,6 +47,8 @@ impl Conversation {
             plan_announced: false,
             last_request: None,
             keep_reasoning: false,
+            turn_starts: Vec::new(),
+            rewound: Vec::new(),
         };
         for event in events {
             conversation.apply(&event.kind);
@@ -36,12 +56,32 @@ impl Conversation {
         conversation
     }
 
-    /// Appends what one event contributes to the conversation, if anything.
+    /// Applies what one event contributes to the conversation, if anything.
     pub fn apply(&mut self, kind: &EventKind) {
         let message = match kind {
-            EventKind::TurnStarted { prompt, .. } => Message::User {
-                content: prompt.clone(),
-            },
+            EventKind::TurnStarted { turn, prompt } => {
+                self.rewound.clear();
+                self.turn_starts.push(TurnStart {
+                    turn: *turn,
+                    index: self.messages.len(),
+                    plan_announced: self.plan_announced,
+                });
+                Message::User {
+                    content: prompt.clone(),
+                }
+            }
+            EventKind::Rewound { result } => {
+                self.rewind_to_before(result.turn);
+                return;
+            }
+            EventKind::RewindUndone { .. } => {
+                if let Some(tail) = self.rewound.pop() {
+                    self.messages.extend(tail.messages);
+                    self.turn_starts.extend(tail.turn_starts);
+                    self.plan_announced = tail.plan_announced;
+                }
+                return;
+            }
             EventKind::ModeNotice { mode, text } => {
                 self.plan_announced = *mode == Mode::Plan;
                 Message::User {
@@ -70,17 +110,48 @@ impl Conversation {
                 ..
             } => {
                 let kept = (*kept_messages as usize).min(self.messages.len().saturating_sub(1));
-                let recent = self.messages.split_off(self.messages.len() - kept);
+                let cut = self.messages.len() - kept;
+                let recent = self.messages.split_off(cut);
                 self.messages.truncate(1);
                 self.messages.push(Message::User {
                     content: summary_message(summary),
                 });
                 self.messages.extend(recent);
+                // Turns folded into the summary can no longer be cut out of the history.
+                self.turn_starts.retain(|start| start.index >= cut);
+                for start in &mut self.turn_starts {
+                    start.index = start.index - cut + 2;
+                }
                 return;
             }
             _ => return,
         };
         self.messages.push(message);
+    }
+}
+
+impl Conversation {
+    /// Drops prompt `turn` and everything after it, keeping it for an undo.
+    fn rewind_to_before(&mut self, turn: u32) {
+        let position = self.turn_starts.iter().position(|start| start.turn >= turn);
+        let tail = match position {
+            Some(position) => {
+                let start = self.turn_starts[position];
+                let tail = Rewound {
+                    messages: self.messages.split_off(start.index),
+                    turn_starts: self.turn_starts.split_off(position),
+                    plan_announced: self.plan_announced,
+                };
+                self.plan_announced = start.plan_announced;
+                tail
+            }
+            None => Rewound {
+                messages: Vec::new(),
+                turn_starts: Vec::new(),
+                plan_announced: self.plan_announced,
+            },
+        };
+        self.rewound.push(tail);
     }
 }
 
@@ -256,6 +327,63 @@ mod tests {
             Message::User {
                 content: "recent".into()
             }
+        );
+    }
+
+    #[test]
+    fn a_rewind_cuts_the_history_back_and_an_undo_restores_it() {
+        use cwcode_protocol::RewindResult;
+        let rewind = |turn| RewindResult {
+            turn,
+            ..RewindResult::default()
+        };
+        let mut events = vec![
+            event(
+                1,
+                EventKind::TurnStarted {
+                    turn: 1,
+                    prompt: "one".into(),
+                },
+            ),
+            event(
+                2,
+                EventKind::TurnStarted {
+                    turn: 2,
+                    prompt: "two".into(),
+                },
+            ),
+            event(
+                3,
+                EventKind::TurnStarted {
+                    turn: 3,
+                    prompt: "three".into(),
+                },
+            ),
+            event(4, EventKind::Rewound { result: rewind(2) }),
+        ];
+        let rewound = Conversation::rebuild("sys", &events);
+        assert_eq!(rewound.messages.len(), 2, "{:?}", rewound.messages);
+        events.push(event(5, EventKind::RewindUndone { result: rewind(2) }));
+        let undone = Conversation::rebuild("sys", &events);
+        assert_eq!(undone.messages.len(), 4);
+        assert_eq!(
+            undone.messages[3],
+            Message::User {
+                content: "three".into()
+            }
+        );
+        events.push(event(
+            6,
+            EventKind::TurnStarted {
+                turn: 4,
+                prompt: "four".into(),
+            },
+        ));
+        events.push(event(7, EventKind::RewindUndone { result: rewind(2) }));
+        assert_eq!(
+            Conversation::rebuild("sys", &events).messages.len(),
+            5,
+            "a new prompt ends undo"
         );
     }
 

@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
-    ApprovalDecision, CacheReport, CostReport, CreateSessionParams, Event, EventKind, Mode,
-    PriceTable, SendResult, SessionInfo, SessionStatus, TodoItem, TurnOutcome, Usage,
+    ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, Event,
+    EventKind, Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionStatus, TodoItem,
+    TurnOutcome, Usage,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +26,7 @@ use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::agent::{self, CompactScope, TurnEnv};
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
-use crate::store::{WriteError, atomic_write};
+use crate::store::{CheckpointStore, SharedStore, StoreOptions, WriteError, atomic_write};
 use crate::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolContext};
 
 use bus::{EventLog, Subscription};
@@ -58,6 +59,10 @@ pub enum SessionError {
     Approval(#[from] ApprovalNotFound),
     #[error("the daemon is shutting down: retry once it has restarted")]
     ShuttingDown,
+    #[error("a turn is running or queued: cancel it (`cwcode-cli cancel`) or wait, then retry")]
+    Busy,
+    #[error("{0}")]
+    Checkpoint(String),
 }
 
 /// What every session shares with the daemon.
@@ -69,10 +74,14 @@ pub struct Shared {
     pub stopping: CancellationToken,
 }
 
+type RewindReply = oneshot::Sender<Result<RewindResult, SessionError>>;
+
 /// What the runner does next, in order.
 enum Work {
     Prompt { turn: u32, text: String },
     Compact,
+    Rewind { turn: u32, reply: RewindReply },
+    UndoRewind { reply: RewindReply },
 }
 
 struct Control {
@@ -96,6 +105,7 @@ pub struct Session {
     /// `bash_background` processes live as long as the session's runner.
     background: Arc<BackgroundProcesses>,
     todos: Arc<TodoList>,
+    checkpoints: Option<SharedStore>,
 }
 
 impl Session {
@@ -169,6 +179,73 @@ impl Session {
             .map_err(|_| SessionError::ShuttingDown)?;
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    pub async fn checkpoints(&self) -> Result<Vec<CheckpointInfo>, SessionError> {
+        self.store()?.list().await.map_err(SessionError::Checkpoint)
+    }
+
+    fn store(&self) -> Result<&SharedStore, SessionError> {
+        self.checkpoints.as_ref().ok_or_else(|| {
+            SessionError::Checkpoint(
+                "this session has no checkpoint store (see the daemon log for why)".to_owned(),
+            )
+        })
+    }
+
+    /// Rewinds files and history to before prompt `turn` (`None`: undoes the last rewind). It
+    /// runs in the session's runner, which owns the history, and only while no turn runs.
+    pub async fn rewind(&self, turn: Option<u32>) -> Result<RewindResult, SessionError> {
+        self.store()?;
+        let (reply, answer) = oneshot::channel();
+        {
+            let control = self.control();
+            if self.in_flight.load(Ordering::SeqCst) > 0 {
+                return Err(SessionError::Busy);
+            }
+            let queue = control.queue.as_ref().ok_or(SessionError::ShuttingDown)?;
+            let work = match turn {
+                Some(turn) => Work::Rewind { turn, reply },
+                None => Work::UndoRewind { reply },
+            };
+            queue.send(work).map_err(|_| SessionError::ShuttingDown)?;
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+        }
+        answer.await.map_err(|_| SessionError::ShuttingDown)?
+    }
+
+    async fn rewind_now(
+        &self,
+        conversation: &mut Conversation,
+        turn: Option<u32>,
+    ) -> Result<RewindResult, SessionError> {
+        let store = self.store()?;
+        let (result, kind) = match turn {
+            Some(turn) => {
+                let result = store
+                    .restore_to_before(turn)
+                    .await
+                    .map_err(SessionError::Checkpoint)?;
+                let kind = EventKind::Rewound {
+                    result: result.clone(),
+                };
+                (result, kind)
+            }
+            None => {
+                let result = store
+                    .undo_restore()
+                    .await
+                    .map_err(SessionError::Checkpoint)?;
+                let kind = EventKind::RewindUndone {
+                    result: result.clone(),
+                };
+                (result, kind)
+            }
+        };
+        let event = self.log.publish(kind)?;
+        conversation.apply(&event.kind);
+        self.log.sync()?;
+        Ok(result)
     }
 
     /// Cancels the running turn, if any. Queued prompts stay queued.
@@ -270,6 +347,21 @@ fn next_turn(events: &[Event]) -> u32 {
         .max()
         .unwrap_or(0)
         + 1
+}
+
+/// The session's checkpoint store. Without one the session still works, without `/rewind`.
+fn open_checkpoints(shared: &Shared, session_dir: &Path, workspace: &str) -> Option<SharedStore> {
+    let options = StoreOptions {
+        excluded_dirs: vec![shared.paths.home.clone()],
+        ..StoreOptions::default()
+    };
+    match CheckpointStore::open_with(session_dir, Path::new(workspace), options) {
+        Ok(store) => Some(SharedStore::new(store)),
+        Err(error) => {
+            tracing::error!(session = %session_dir.display(), %error, "no checkpoints for this session");
+            None
+        }
+    }
 }
 
 /// The todo list as the journal last recorded it.
@@ -444,6 +536,7 @@ impl Sessions {
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
         let todos = todo_list(&log, todos);
+        let session_dir = dir.clone();
         for prompt in pending {
             // The receiver is alive: it is moved into the runner below.
             let _ = queue.send(prompt);
@@ -464,6 +557,7 @@ impl Sessions {
             runner: Mutex::new(None),
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(todos),
+            checkpoints: open_checkpoints(&self.shared, &session_dir, &info.cwd),
         });
         let runner = tokio::spawn(run_prompts(
             Arc::clone(&session),
@@ -667,6 +761,7 @@ async fn run_prompts(
                 todos: Arc::clone(&session.todos),
             },
             stopping: shared.stopping.clone(),
+            checkpoints: session.checkpoints.clone(),
         });
         let outcome = match (work, env) {
             (Work::Prompt { turn, text }, Ok(env)) => {
@@ -687,6 +782,16 @@ async fn run_prompts(
             }
             (Work::Compact, Err(reason)) => {
                 report_error(&session.log, format!("cannot compact: {reason}"))
+            }
+            (Work::Rewind { turn, reply }, _) => {
+                let result = session.rewind_now(&mut conversation, Some(turn)).await;
+                let _ = reply.send(result);
+                Ok(())
+            }
+            (Work::UndoRewind { reply }, _) => {
+                let result = session.rewind_now(&mut conversation, None).await;
+                let _ = reply.send(result);
+                Ok(())
             }
         };
         if let Err(error) = outcome {

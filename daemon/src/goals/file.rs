@@ -1,0 +1,471 @@
+//! `goals.md`: plain Markdown that the user edits by hand whenever they like, and the model edits
+//! with its ordinary tools to check a box. Each task-list item (`- [ ] text`, `- [x] text`) is a
+//! goal; every other line is the user's and is never touched.
+
+use std::fs::Permissions;
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Written above the first goal when `append` creates the file; an HTML comment, so it does not
+/// show when the Markdown is rendered.
+const HEADER: &str = "# Goals\n\n<!-- cwcode's goal loop works on every unchecked `- [ ]` item \
+                      and checks it (`- [x]`) when done. Edit this file freely. -->\n\n";
+
+/// How often `append` starts over because the file changed under it before giving up.
+const ATTEMPTS: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GoalsError {
+    #[error("a goal needs some text")]
+    EmptyGoal,
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{} kept changing while a goal was being added, so nothing was written; try again",
+        .path.display()
+    )]
+    KeptChanging { path: PathBuf },
+}
+
+/// One task-list item of `goals.md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Goal {
+    /// The item's text, trimmed.
+    pub text: String,
+    pub done: bool,
+    /// 1-based line number in the file.
+    pub line: usize,
+}
+
+/// The goals of one `goals.md`, in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GoalList {
+    pub items: Vec<Goal>,
+}
+
+impl GoalList {
+    /// Reads the goals of `path`; a missing file has none.
+    pub fn load(path: &Path) -> Result<Self, GoalsError> {
+        match read_bytes(path)? {
+            Some(bytes) => Ok(Self::parse(&String::from_utf8_lossy(&bytes))),
+            None => Ok(Self::default()),
+        }
+    }
+
+    /// Finds the task-list items of Markdown text, skipping fenced code blocks (an example of
+    /// the syntax is not a goal).
+    pub fn parse(text: &str) -> Self {
+        let mut items = Vec::new();
+        let mut fence: Option<(char, usize)> = None;
+        for (index, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start_matches([' ', '\t']);
+            if let Some((marker, length)) = fence_of(trimmed) {
+                match fence {
+                    None => fence = Some((marker, length)),
+                    Some((open, open_length)) if open == marker && length >= open_length => {
+                        fence = None;
+                    }
+                    Some(_) => {}
+                }
+                continue;
+            }
+            if fence.is_some() {
+                continue;
+            }
+            if let Some((done, text)) = task_item(trimmed) {
+                items.push(Goal {
+                    text: text.to_owned(),
+                    done,
+                    line: index + 1,
+                });
+            }
+        }
+        Self { items }
+    }
+
+    pub fn unchecked(&self) -> impl Iterator<Item = &Goal> {
+        self.items.iter().filter(|goal| !goal.done)
+    }
+
+    pub fn done_count(&self) -> usize {
+        self.items.iter().filter(|goal| goal.done).count()
+    }
+
+    pub fn left_count(&self) -> usize {
+        self.unchecked().count()
+    }
+}
+
+/// A fence line (three or more backticks or tildes) as its character and length.
+fn fence_of(line: &str) -> Option<(char, usize)> {
+    let marker = line.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let length = line.chars().take_while(|c| *c == marker).count();
+    (length >= 3).then_some((marker, length))
+}
+
+/// `- [ ] text` (or `*`, `+`, `1.`, `1)` as the bullet; `[x]` or `[X]` when checked) as
+/// (done, text). As in GitHub's task lists, the box must stand alone and be followed by text.
+fn task_item(line: &str) -> Option<(bool, &str)> {
+    let after_bullet = if let Some(rest) = line.strip_prefix(['-', '*', '+']) {
+        rest
+    } else {
+        let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        line[digits..].strip_prefix(['.', ')'])?
+    };
+    let rest = after_bullet
+        .strip_prefix([' ', '\t'])?
+        .trim_start_matches([' ', '\t']);
+    let (done, rest) = if let Some(rest) = rest.strip_prefix("[ ]") {
+        (false, rest)
+    } else if let Some(rest) = rest.strip_prefix("[x]").or_else(|| rest.strip_prefix("[X]")) {
+        (true, rest)
+    } else {
+        return None;
+    };
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let text = rest.trim();
+    (!text.is_empty()).then_some((done, text))
+}
+
+/// Adds `- [ ] TEXT` at the end of `path`, creating it with a short header if it is missing.
+///
+/// The file is replaced through a temporary file and a rename, so a reader (the daemon's
+/// watcher, an editor) never sees half a write. A hand edit saved meanwhile is not lost: the
+/// file is read again right before the rename and, if it changed, the append starts over from
+/// the user's new bytes. Only a save landing between that last read and the rename itself (a
+/// few microseconds) can still be overwritten; editors offer no lock to close that gap. The
+/// file keeps its permissions, and a symlink keeps pointing at it.
+pub fn append(path: &Path, text: &str) -> Result<(), GoalsError> {
+    let goal = goal_text(text).ok_or(GoalsError::EmptyGoal)?;
+    let target = match std::fs::canonicalize(path) {
+        Ok(target) => target,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => path.to_owned(),
+        Err(source) => {
+            return Err(GoalsError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let write_error = |source| GoalsError::Write {
+        path: target.clone(),
+        source,
+    };
+    for _ in 0..ATTEMPTS {
+        let before = read_bytes(&target)?;
+        let after = with_goal(before.as_deref(), &goal);
+        let mode = match &before {
+            Some(_) => std::fs::metadata(&target)
+                .map_err(|source| GoalsError::Read {
+                    path: target.clone(),
+                    source,
+                })?
+                .permissions(),
+            // What an editor would create: 0644 under the usual umask, which applies here.
+            None => Permissions::from_mode(0o666),
+        };
+        let dir = target.parent().unwrap_or_else(|| Path::new("."));
+        let mut temp = tempfile::Builder::new()
+            .prefix(".goals-")
+            .permissions(mode.clone())
+            .tempfile_in(dir)
+            .map_err(write_error)?;
+        if before.is_some() {
+            // The builder's mode went through the umask; an existing file keeps its own exactly.
+            temp.as_file().set_permissions(mode).map_err(write_error)?;
+        }
+        temp.write_all(&after).map_err(write_error)?;
+        temp.as_file().sync_data().map_err(write_error)?;
+        if read_bytes(&target)? != before {
+            continue;
+        }
+        let persisted = match before {
+            Some(_) => temp.persist(&target),
+            // Never replace a file someone created since we looked.
+            None => temp.persist_noclobber(&target),
+        };
+        match persisted {
+            Ok(_) => return Ok(()),
+            Err(error) if error.error.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(write_error(error.error)),
+        }
+    }
+    Err(GoalsError::KeptChanging { path: target })
+}
+
+/// A goal is one line: newlines and runs of spaces become single spaces, and a task-list prefix
+/// typed by habit (`- [ ] fix it`) is not doubled.
+fn goal_text(text: &str) -> Option<String> {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = task_item(&line).map_or(line.as_str(), |(_, text)| text);
+    (!line.is_empty()).then(|| line.to_owned())
+}
+
+/// The file's bytes with the goal appended, in the file's own line-ending style.
+fn with_goal(existing: Option<&[u8]>, goal: &str) -> Vec<u8> {
+    let mut bytes = existing.map_or_else(|| HEADER.as_bytes().to_vec(), <[u8]>::to_vec);
+    let newline: &[u8] = if bytes.windows(2).any(|pair| pair == b"\r\n") {
+        b"\r\n"
+    } else {
+        b"\n"
+    };
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        bytes.extend_from_slice(newline);
+    }
+    bytes.extend_from_slice(b"- [ ] ");
+    bytes.extend_from_slice(goal.as_bytes());
+    bytes.extend_from_slice(newline);
+    bytes
+}
+
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, GoalsError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(GoalsError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The message that starts each cycle of the goal loop. It is billed every cycle, so it says
+/// only what the model cannot see for itself: which goals are open, and how to close one.
+/// `goals_file` is the file as the model should name it (relative to the workspace when inside).
+pub fn continuation_message(goals: &GoalList, goals_file: &str, cycle: u32, cap: u32) -> String {
+    let mut message =
+        format!("[cwcode goal loop, cycle {cycle} of {cap}] Unchecked goals in {goals_file}:\n");
+    for goal in goals.unchecked() {
+        message.push_str("- ");
+        message.push_str(&goal.text);
+        message.push('\n');
+    }
+    message.push_str(&format!(
+        "Work on them in order. When a goal is done, check its box by editing {goals_file} \
+         (`- [ ]` → `- [x]`). If a goal cannot be done, say so plainly and why, and leave its \
+         box unchecked."
+    ));
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HAND_WRITTEN: &str = "\
+# Release 1.2
+
+Some notes the user keeps here.
+
+- [ ] write the changelog
+- [x] bump the version
+* [X] tag the release candidate
++ [ ]   announce it\t
+  - [ ] nested: update the docs site
+1. [ ] numbered goal
+2) [x] numbered and done
+- [] not a box
+- [ ]no space after the box
+-[ ] no space after the bullet
+- [ ]
+- [x]   
+- a plain list item
+> - [ ] quoted, not a goal
+
+```markdown
+- [ ] an example in a fence, not a goal
+```
+~~~~
+- [ ] still fenced
+```
+- [ ] still fenced: a shorter or different fence does not close it
+~~~~
+- [ ] after the fences
+";
+
+    #[test]
+    fn task_items_are_found_with_any_bullet_box_case_and_indentation() {
+        let goals = GoalList::parse(HAND_WRITTEN);
+        let found: Vec<(&str, bool, usize)> = goals
+            .items
+            .iter()
+            .map(|goal| (goal.text.as_str(), goal.done, goal.line))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("write the changelog", false, 5),
+                ("bump the version", true, 6),
+                ("tag the release candidate", true, 7),
+                ("announce it", false, 8),
+                ("nested: update the docs site", false, 9),
+                ("numbered goal", false, 10),
+                ("numbered and done", true, 11),
+                ("after the fences", false, 29),
+            ]
+        );
+        assert_eq!(goals.done_count(), 3);
+        assert_eq!(goals.left_count(), 5);
+        let unchecked: Vec<&str> = goals.unchecked().map(|goal| goal.text.as_str()).collect();
+        assert_eq!(unchecked[0], "write the changelog");
+        assert_eq!(unchecked[4], "after the fences");
+    }
+
+    #[test]
+    fn crlf_files_parse_without_carriage_returns() {
+        let goals = GoalList::parse("- [ ] one\r\n- [x] two\r\n");
+        assert_eq!(goals.items[0].text, "one");
+        assert_eq!(goals.items[1].text, "two");
+        assert!(goals.items[1].done);
+    }
+
+    #[test]
+    fn a_missing_file_has_no_goals() {
+        let dir = tempfile::tempdir().unwrap();
+        let goals = GoalList::load(&dir.path().join("goals.md")).unwrap();
+        assert!(goals.items.is_empty());
+        assert_eq!(goals.left_count(), 0);
+    }
+
+    #[test]
+    fn append_creates_the_file_with_a_header_and_readable_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        append(&path, "first goal").unwrap();
+        append(&path, "  second\n goal  ").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(HEADER), "{text}");
+        assert!(text.ends_with("- [ ] first goal\n- [ ] second goal\n"), "{text}");
+        let goals = GoalList::parse(&text);
+        assert_eq!(goals.left_count(), 2, "the header's example is no goal");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o600, 0o600, "not a 0600 temp file's mode only: {mode:o}");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["goals.md"], "no temporary file is left behind");
+    }
+
+    #[test]
+    fn append_keeps_every_byte_of_a_hand_edited_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        let mut original = HAND_WRITTEN.as_bytes().to_vec();
+        original.extend_from_slice(b"trailing line without newline \xff\xfe");
+        std::fs::write(&path, &original).unwrap();
+        std::fs::set_permissions(&path, Permissions::from_mode(0o640)).unwrap();
+
+        append(&path, "- [ ] typed with its box").unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(&original));
+        assert_eq!(&bytes[original.len()..], b"\n- [ ] typed with its box\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+    }
+
+    #[test]
+    fn append_follows_the_files_line_endings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        std::fs::write(&path, "# Goals\r\n- [x] done").unwrap();
+        append(&path, "next").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# Goals\r\n- [x] done\r\n- [ ] next\r\n"
+        );
+    }
+
+    #[test]
+    fn append_writes_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.md");
+        let link = dir.path().join("goals.md");
+        std::fs::write(&real, "- [ ] one\n").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        append(&link, "two").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(&real).unwrap(),
+            "- [ ] one\n- [ ] two\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_goal_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        for text in ["", "  \n\t ", "- [ ] "] {
+            assert!(matches!(append(&path, text), Err(GoalsError::EmptyGoal)));
+        }
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn concurrent_hand_edits_and_appends_lose_nothing() {
+        // A user (here a thread rewriting the file the way an editor saves: temp file and
+        // rename) edits while goals are appended; every append and every edit must survive.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        std::fs::write(&path, "# Goals\n").unwrap();
+        let editor_path = path.clone();
+        let editor = std::thread::spawn(move || {
+            for round in 0..50 {
+                let mut text = std::fs::read_to_string(&editor_path).unwrap();
+                text = text.replacen("# Goals", &format!("# Goals {round}"), 1);
+                let temp = editor_path.with_extension("swp");
+                std::fs::write(&temp, text).unwrap();
+                std::fs::rename(&temp, &editor_path).unwrap();
+            }
+        });
+        let mut appended = 0;
+        for index in 0..50 {
+            match append(&path, &format!("goal {index}")) {
+                Ok(()) => appended += 1,
+                Err(GoalsError::KeptChanging { .. }) => {}
+                Err(error) => panic!("{error}"),
+            }
+        }
+        editor.join().unwrap();
+        let goals = GoalList::load(&path).unwrap();
+        // The editor reads then writes without our re-check, so it may itself drop an append
+        // that landed in its read-to-rename window (a real editor's buffer does the same);
+        // what must hold is that the file stays well-formed and never loses the user's edit.
+        assert!(goals.items.len() <= appended);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# Goals 49"), "{text}");
+    }
+
+    #[test]
+    fn the_continuation_message_lists_only_unchecked_goals_and_says_how_to_check_one() {
+        let goals = GoalList::parse("- [x] done already\n- [ ] write tests\n* [ ] fix the bug\n");
+        let message = continuation_message(&goals, "goals.md", 3, 20);
+        assert!(message.starts_with("[cwcode goal loop, cycle 3 of 20]"), "{message}");
+        assert!(message.contains("\n- write tests\n- fix the bug\n"), "{message}");
+        assert!(!message.contains("done already"));
+        assert!(message.contains("`- [ ]` → `- [x]`"));
+        assert!(message.contains("cannot be done, say so plainly"));
+        assert!(message.len() < 400, "billed every cycle: {}", message.len());
+    }
+}

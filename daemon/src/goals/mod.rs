@@ -1,0 +1,8 @@
+//! The goal loop's pure parts (SPEC §1, §5): the user's `goals.md`, and the loop's durable state
+//! and decisions. The agent drives them; nothing here runs a turn or watches a file.
+
+pub mod file;
+pub mod state;
+
+pub use file::{Goal, GoalList, GoalsError, append, continuation_message};
+pub use state::{Decision, LoopState, StateError, StopReason, TurnSummary};

@@ -1,0 +1,107 @@
+//! A session's checkpoint store as the async daemon uses it: one store behind a lock, every
+//! call on the blocking pool, since each one does file I/O.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cwcode_protocol::{CheckpointInfo, RewindResult};
+
+use super::{CheckpointStore, CommandChanges, RestoreReport, Snapshot, StoreError};
+
+#[derive(Clone)]
+pub struct SharedStore {
+    store: Arc<Mutex<CheckpointStore>>,
+}
+
+impl SharedStore {
+    pub fn new(store: CheckpointStore) -> Self {
+        Self {
+            store: Arc::new(Mutex::new(store)),
+        }
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        operation: impl FnOnce(&mut CheckpointStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, String> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || {
+            let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+            operation(&mut store).map_err(|error| error.to_string())
+        })
+        .await
+        .map_err(|error| format!("the checkpoint task failed: {error}"))?
+    }
+
+    pub async fn begin(&self, turn: u32, prompt: String) -> Result<(), String> {
+        self.run(move |store| store.begin(turn, &prompt)).await
+    }
+
+    pub async fn record_before(&self, paths: Vec<PathBuf>) -> Result<(), String> {
+        self.run(move |store| store.record_before(&paths)).await
+    }
+
+    pub async fn snapshot(&self) -> Result<Snapshot, String> {
+        self.run(CheckpointStore::snapshot).await
+    }
+
+    pub async fn after_command(&self, snapshot: Snapshot) -> Result<CommandChanges, String> {
+        self.run(move |store| store.after_command(snapshot)).await
+    }
+
+    pub async fn sync(&self) -> Result<(), String> {
+        self.run(CheckpointStore::sync).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<CheckpointInfo>, String> {
+        self.run(|store| {
+            Ok(store
+                .list()
+                .into_iter()
+                .map(|summary| CheckpointInfo {
+                    turn: summary.turn,
+                    prompt: summary.prompt,
+                    time: summary.time,
+                    files: summary
+                        .files
+                        .iter()
+                        .map(|path| path.display().to_string())
+                        .collect(),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    pub async fn restore_to_before(&self, turn: u32) -> Result<RewindResult, String> {
+        self.run(move |store| store.restore_to_before(turn))
+            .await
+            .map(rewind_result)
+    }
+
+    pub async fn undo_restore(&self) -> Result<RewindResult, String> {
+        self.run(CheckpointStore::undo_restore)
+            .await
+            .map(rewind_result)
+    }
+}
+
+fn rewind_result(report: RestoreReport) -> RewindResult {
+    let paths = |paths: Vec<PathBuf>| {
+        paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect()
+    };
+    RewindResult {
+        turn: report.turn,
+        prompt: report.prompt,
+        restored: paths(report.restored),
+        removed: paths(report.removed),
+        failed: report
+            .failed
+            .into_iter()
+            .map(|failure| format!("{}: {}", failure.path.display(), failure.reason))
+            .collect(),
+    }
+}

@@ -1,0 +1,194 @@
+//! Checkpoints and rewind through the real daemon (SPEC §8): edits made with the file tools and
+//! with the shell both come back, byte for byte, with the history cut to match.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use cwcode_protocol::{EventKind, TurnOutcome};
+use cwcode_tests::fake_provider::{
+    FakeProvider, anchor, last_tool_result, slowly, text, tool_calls,
+};
+use cwcode_tests::{Home, wait_for_event};
+use serde_json::{Value, json};
+
+/// Every file of the workspace and its bytes.
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(root)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .map(|path| {
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_restores_tool_and_shell_edits_and_can_be_undone() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    let work = home.workspace.clone();
+    std::fs::write(work.join("a.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::write(work.join("b.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(work.join("c.txt"), "to be deleted\n").unwrap();
+    let original = tree(&work);
+
+    provider
+        .reply(tool_calls(&[("r", "read_file", json!({"path": "a.txt"}))]))
+        .then(|request| {
+            let (line, hash) = anchor(&last_tool_result(request), 2);
+            tool_calls(&[(
+                "e",
+                "edit_lines",
+                json!({"path": "a.txt", "edits": [{"line": line, "hash": hash, "new_text": "BETA"}]}),
+            )])
+        })
+        .reply(text("edited a.txt"))
+        .reply(tool_calls(&[(
+            "sh",
+            "bash",
+            json!({"command": "sed -i 's/one/ONE/' b.txt && echo fresh > new.txt && rm c.txt"}),
+        )]))
+        .reply(text("shell work done"))
+        .reply(text("after the rewind"));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "edit a", "--wait"]);
+    let after_prompt_1 = tree(&work);
+    home.cli_ok(&["send", &id, "use the shell", "--wait"]);
+    let after_prompt_2 = tree(&work);
+    assert!(after_prompt_2.contains_key("new.txt") && !after_prompt_2.contains_key("c.txt"));
+
+    let listed: Value = serde_json::from_str(&home.cli_ok(&["rewind", &id, "--json"])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(listed[1]["prompt"], "use the shell");
+    let files: Vec<&str> = listed[1]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    for expected in ["b.txt", "c.txt", "new.txt"] {
+        assert!(files.contains(&expected), "{files:?}");
+    }
+
+    let rewound: Value =
+        serde_json::from_str(&home.cli_ok(&["rewind", &id, "2", "--json"])).unwrap();
+    assert_eq!(
+        rewound["prompt"], "use the shell",
+        "prompt 2 comes back for the input field"
+    );
+    assert_eq!(
+        tree(&work),
+        after_prompt_1,
+        "rewind to 2 gives the state after prompt 1"
+    );
+
+    home.cli_ok(&["rewind", &id, "1"]);
+    assert_eq!(
+        tree(&work),
+        original,
+        "rewind to 1 gives the original, byte for byte"
+    );
+
+    home.cli_ok(&["rewind", &id, "--undo"]);
+    assert_eq!(
+        tree(&work),
+        after_prompt_1,
+        "undo goes back to before the last rewind"
+    );
+
+    // The history was cut with the files: the next request knows prompt 1, not prompt 2.
+    home.cli_ok(&["send", &id, "what now?", "--wait"]);
+    let messages = provider.requests().last().unwrap()["messages"].clone();
+    let users: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["edit a", "what now?"]);
+    let journal = home.journal(&id);
+    assert!(
+        journal
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Rewound { .. }))
+    );
+    assert!(
+        journal
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::RewindUndone { .. }))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_is_refused_while_a_turn_runs() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    provider.reply(slowly(
+        text("a slow answer that takes a while"),
+        Duration::from_millis(300),
+    ));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "talk"]);
+    wait_for_event(&home, &id, |kind| {
+        matches!(kind, EventKind::TurnStarted { .. })
+    });
+    let refused = home.cli(&["rewind", &id, "1"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("a turn is running"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_stream_keeps_every_completed_turn() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let daemon = home.start_daemon();
+    let words: String = (0..100).map(|n| format!("w{n} ")).collect();
+    provider
+        .reply(text("the first answer"))
+        .reply(slowly(text(&words), Duration::from_millis(50)))
+        .reply(text("after the crash"));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "first", "--wait"]);
+    home.cli_ok(&["send", &id, "second"]);
+    wait_for_event(
+        &home,
+        &id,
+        |kind| matches!(kind, EventKind::AssistantDelta { text } if text.starts_with("w3")),
+    );
+    daemon.crash();
+
+    let _daemon = home.start_daemon();
+    let journal = home.journal(&id);
+    let outcomes: Vec<TurnOutcome> = journal
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::TurnFinished { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes, [TurnOutcome::Completed, TurnOutcome::Interrupted]);
+    assert_eq!(
+        home.cli_ok(&["send", &id, "third", "--wait"]).trim(),
+        "after the crash"
+    );
+    let messages = provider.requests().last().unwrap()["messages"].clone();
+    let contents: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        contents.contains(&"the first answer"),
+        "the completed turn is intact: {contents:?}"
+    );
+}
