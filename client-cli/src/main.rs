@@ -119,6 +119,9 @@ enum Command {
     Cost { id: String },
     /// Delete a session and its files.
     Rm { id: String },
+    /// Check the setup: daemon files and permissions, configuration, default profile and key,
+    /// and what the sandbox can enforce here. Exits 1 when something needs fixing.
+    Doctor,
     /// List provider profiles (keys are never shown).
     Profiles,
     /// Change the configuration.
@@ -341,6 +344,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print_json(&serde_json::json!({ "deleted": id }))?;
             } else {
                 println!("deleted {id}");
+            }
+        }
+        Command::Doctor => {
+            let report = connect(true).await?.doctor().await?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::doctor(&report));
+            }
+            let healthy = report.config_error.is_none()
+                && report.default_profile.is_ok()
+                && report.home_mode == 0o700
+                && report.socket_mode == 0o600;
+            if !healthy {
+                return Ok(ExitCode::FAILURE);
             }
         }
         Command::Profiles => {

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
 use cwcode_protocol::{
-    CacheReport, CheckpointInfo, CostReport, DaemonInfo, Event, EventKind, ProfileInfo,
-    RewindResult, SessionInfo, TodoStatus,
+    CacheReport, CheckpointInfo, CostReport, DaemonInfo, DoctorReport, Event, EventKind,
+    ProfileInfo, RewindResult, SessionInfo, TodoStatus,
 };
 
 pub struct Renderer {
@@ -385,5 +385,53 @@ pub fn rewind_summary(result: &RewindResult, undo: bool) -> String {
     if !undo {
         let _ = writeln!(out, "prompt {} was:\n{}", result.turn, result.prompt);
     }
+    out
+}
+
+pub fn doctor(report: &DoctorReport) -> String {
+    let mark = |ok: bool| if ok { "ok " } else { "FIX" };
+    let mut out = format!("cwcoded {}\n", report.version);
+    let _ = writeln!(
+        out,
+        "[{}] home {} (mode {:o})",
+        mark(report.home_mode == 0o700),
+        report.home,
+        report.home_mode
+    );
+    let _ = writeln!(
+        out,
+        "[{}] socket {} (mode {:o})",
+        mark(report.socket_mode == 0o600),
+        report.socket,
+        report.socket_mode
+    );
+    match &report.config_error {
+        None => out.push_str("[ok ] config.json loads\n"),
+        Some(error) => {
+            let _ = writeln!(
+                out,
+                "[FIX] config.json: {error}\n      the previous configuration stays in force"
+            );
+        }
+    }
+    match &report.default_profile {
+        Ok(profile) => {
+            let _ = writeln!(out, "[ok ] default profile: {profile}");
+        }
+        Err(fix) => {
+            let _ = writeln!(out, "[FIX] no usable profile: {fix}");
+        }
+    }
+    let landlock = &report.sandbox["landlock"];
+    let status = landlock["status"].as_str().unwrap_or("unknown");
+    let detail = match status {
+        "enforced" | "partial" => format!("Landlock ABI {}", landlock["abi"]),
+        _ => landlock["reason"].as_str().unwrap_or("").to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "[{}] sandbox: writes confined to the workspace: {status} ({detail}); commands run in their own process group",
+        mark(status == "enforced" || status == "partial")
+    );
     out
 }

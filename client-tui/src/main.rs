@@ -1,69 +1,100 @@
-//! `cwcode`: the interactive client (SPEC §9). This first version works line by line on a plain
-//! terminal; the full-screen ratatui interface replaces the drawing later, not the behaviour.
+//! `cwcode`: the terminal client (SPEC §9). A full-screen ratatui interface on one session of
+//! the cwcoded daemon: it draws the session's events as they stream, sends prompts, answers
+//! approvals, and leaves the session running when it detaches.
+//!
+//! Three parts never wait on each other: the daemon task ([`daemon`]) owns the connection; the
+//! state ([`app::App`]) changes on keys and replies; drawing ([`ui`]) happens at most once a
+//! frame, and only when something changed.
 
-mod input;
-mod printer;
-mod render;
-mod screen;
+mod app;
+mod commands;
+mod daemon;
+mod diff;
+mod editor;
+#[cfg(test)]
+mod fixtures;
+mod markdown;
+mod picker;
+mod terminal;
+mod transcript;
+mod ui;
+mod wrap;
 
-use std::io::{BufRead, IsTerminal};
-use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
+use crossterm::event::{Event as TermEvent, EventStream, MouseEventKind};
 use cwcode_protocol::paths::Paths;
-use cwcode_protocol::{Client, ConnectOptions, CreateSessionParams, Mode, SessionInfo};
+use cwcode_protocol::{ConnectOptions, Mode};
+use futures::StreamExt;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::mpsc::{self, UnboundedReceiver};
 
-use crate::input::{Exit, Repl, describe_error};
-use crate::printer::Printer;
-use crate::render::Style;
-use crate::screen::Screen;
+use crate::app::{App, Exit, Startup};
+use crate::terminal::Tui;
+
+/// The shortest time between two frames: streamed text arrives faster than anyone reads it.
+const FRAME: Duration = Duration::from_millis(16);
+/// How often the elapsed time of a running turn is redrawn.
+const CLOCK: Duration = Duration::from_millis(500);
 
 /// Talk to the cwcode agent about the code in the current directory.
 ///
 /// Each run works in a session kept by the cwcoded daemon (started for you when it is not
 /// running). Type a prompt and watch the answer, the tool calls and their output stream in;
-/// changes wait for your approval in code mode. Type /help inside for the commands.
+/// changes wait for your approval in code mode. Type /help inside for keys and commands.
 ///
-/// Detaching (Ctrl+D, /detach or /quit) leaves this program but not the session: a running turn
-/// goes on in the daemon, its events are journalled, and a tool call that needs approval waits
-/// for you. Attach again from any terminal to see everything that happened meanwhile.
-///
-/// Inside, end a line with \ to continue the prompt on the next one. Ctrl+C cancels the
-/// running turn; pressed twice within 2 s while nothing runs, it quits (like /detach).
+/// Detaching (/detach, Ctrl+D, or Ctrl+C twice) leaves this program but not the session: a
+/// running turn goes on in the daemon, and a tool call that needs approval waits for you.
+/// Attach again from any terminal to see everything that happened meanwhile; several
+/// terminals may watch one session at once.
 ///
 /// Examples:
-///   cwcode                        new session here, in code mode
-///   cwcode --mode plan            new session that may only read, to plan a change
-///   cwcode --profile local        new session on another provider profile from config.json
+///   cwcode                        pick a session of this directory, or start one
+///   cwcode --new --mode plan      new session that may only read, to plan a change
+///   cwcode --new --profile local  new session on another provider profile from config.json
 ///   cwcode --continue             back to the most recent session of this directory
 ///   cwcode --session 0198a1b2     attach to a session by id (a unique prefix is enough)
-///   cwcode-cli ls                 list sessions (or /sessions inside cwcode)
 #[derive(Debug, Parser)]
 #[command(name = "cwcode", version, verbatim_doc_comment)]
 struct Args {
-    /// Attach to an existing session, printing its transcript first.
-    #[arg(long, short = 's', value_name = "ID", conflicts_with_all = ["resume", "mode", "profile"])]
+    /// Attach to an existing session; its whole transcript is shown first.
+    #[arg(long, short = 's', value_name = "ID", conflicts_with_all = ["resume", "new", "mode", "profile"])]
     session: Option<String>,
     /// Attach to the most recent session whose workspace is the current directory.
-    #[arg(long = "continue", short = 'c', conflicts_with_all = ["mode", "profile"])]
+    #[arg(long = "continue", short = 'c', conflicts_with_all = ["new", "mode", "profile"])]
     resume: bool,
+    /// Start a new session even when this directory has some.
+    #[arg(long, short = 'n')]
+    new: bool,
     /// Mode of a new session: plan (read-only tools), code (ask before changes) or yolo (ask
-    /// nothing). Change it later with /mode.
+    /// nothing). Implies --new. Shift+Tab changes it inside.
     #[arg(long, value_name = "MODE")]
     mode: Option<Mode>,
-    /// Provider profile of a new session (default: default_profile in config.json).
+    /// Provider profile of a new session (default: default_profile in config.json). Implies
+    /// --new.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
 }
 
+impl Args {
+    fn startup(&self) -> Startup {
+        if let Some(id) = &self.session {
+            Startup::Session(id.clone())
+        } else if self.resume {
+            Startup::Continue
+        } else if self.new || self.mode.is_some() || self.profile.is_some() {
+            Startup::New
+        } else {
+            Startup::Choose
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
-    // One thread is plenty for one terminal; stdin is read on a thread of its own.
+    // One thread is plenty for one terminal, and starts fastest.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -75,7 +106,19 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(args)) {
-        Ok(code) => code,
+        Ok(Exit::Detached(session)) => {
+            println!(
+                "detached: session {id} keeps running in cwcoded\n  reattach with `cwcode --session {id}` (or `cwcode --continue` in {cwd})",
+                id = session.id,
+                cwd = session.cwd
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Exit::Quit) => ExitCode::SUCCESS,
+        Ok(Exit::Failed(message)) => {
+            eprintln!("cwcode: {message}");
+            ExitCode::FAILURE
+        }
         Err(error) => {
             eprintln!("cwcode: {error:#}");
             ExitCode::FAILURE
@@ -83,196 +126,114 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> anyhow::Result<ExitCode> {
+async fn run(args: Args) -> anyhow::Result<Exit> {
     let paths = Paths::from_env()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let client = Client::connect(&ConnectOptions::new(paths))
-        .await
-        .map_err(|error| anyhow::anyhow!(describe_error(&error)))?;
-    let client = Arc::new(client);
-    let (info, attached) = open_session(&client, &args, &cwd).await?;
+    // The daemon stores workspaces canonicalised; comparing needs the same spelling.
+    let cwd = cwd.canonicalize().unwrap_or(cwd).display().to_string();
+    let mut app = App::new(cwd, args.startup(), args.profile.clone(), args.mode);
+    let mut tui = Tui::enter()
+        .context("cannot set up the terminal (cwcode needs one; scripts use cwcode-cli)")?;
+    let (requests, mut replies) = daemon::spawn(ConnectOptions::new(paths));
 
-    let interactive = std::io::stdin().is_terminal();
-    let style = Style {
-        color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-    };
-    println!("{}", render::header(&info, attached));
-    if interactive {
-        println!("{}", render::hint(style));
-    }
-
-    // Subscribe before the first prompt can be sent, so no event of it is missed. A new session
-    // has no past; an attached one replays its whole journal as the transcript.
-    let since = attached.then_some(0);
-    let stream = client
-        .subscribe(&info.id, since)
-        .await
-        .map_err(|error| anyhow::anyhow!(describe_error(&error)))?;
-    let screen = Screen::new(Box::new(std::io::stdout()), style, interactive).shared();
-    let (notices_tx, notices_rx) = mpsc::unbounded_channel();
-    let printer = Printer {
-        client: Arc::clone(&client),
-        session_id: info.id.clone(),
-        stream,
-        replay_until: if attached { info.last_seq } else { 0 },
-        screen: Arc::clone(&screen),
-        notices: notices_tx,
-    };
-    tokio::spawn(printer.run());
-
-    // Installed only now: until the session is open, Ctrl+C should simply stop the program.
-    let interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl+C")?;
-    let repl = Repl::new(
-        Arc::clone(&client),
-        Arc::clone(&screen),
-        info.id.clone(),
-        info.mode,
-        info.turns,
-        interactive,
-    );
-    let exit = repl.run(read_stdin(), notices_rx, interrupts).await;
-    // The last words must not land after a prompt that is still showing.
-    crate::screen::lock(&screen).end_line();
-    match exit {
-        Exit::Detached => {
-            println!("{}", render::detached(&info.id, &info.cwd));
-            Ok(ExitCode::SUCCESS)
+    let mut input = EventStream::new();
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut clock = tokio::time::interval(CLOCK);
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if dirty && last_draw.is_none_or(|at| now.duration_since(at) >= FRAME) {
+            tui.terminal
+                .draw(|frame| ui::draw(frame, &mut app, now))
+                .context("cannot draw")?;
+            last_draw = Some(now);
+            dirty = false;
         }
-        Exit::Lost(reason) => {
-            eprintln!(
-                "cwcode: {reason}\n  the session is kept: reattach with `cwcode --session {}` (this starts cwcoded again if needed)",
-                info.id
-            );
-            Ok(ExitCode::FAILURE)
+        for request in app.outbox.drain(..) {
+            // The task only stops when this loop drops its channel.
+            let _ = requests.send(request);
         }
-    }
-}
-
-/// Creates or finds the session; true when attaching to an existing one.
-async fn open_session(
-    client: &Client,
-    args: &Args,
-    cwd: &Path,
-) -> anyhow::Result<(SessionInfo, bool)> {
-    let rpc = |error| anyhow::anyhow!(describe_error(&error));
-    if let Some(id) = &args.session {
-        return Ok((client.get_session(id).await.map_err(rpc)?, true));
-    }
-    if args.resume {
-        let sessions = client.list_sessions().await.map_err(rpc)?;
-        let Some(info) = most_recent_in(&sessions, cwd) else {
-            bail!(
-                "no session has {} as its workspace yet: run `cwcode` there to start one, or `cwcode --session ID` (see `cwcode-cli ls`)",
-                cwd.display()
-            );
-        };
-        return Ok((info.clone(), true));
-    }
-    let params = CreateSessionParams {
-        cwd: cwd.display().to_string(),
-        profile: args.profile.clone(),
-        mode: args.mode,
-        title: None,
-    };
-    Ok((client.create_session(&params).await.map_err(rpc)?, false))
-}
-
-/// The first (most recent, as `session/list` sorts them) session whose workspace is `cwd`. The
-/// daemon stores workspaces canonicalised, so `cwd` is too, when it can be.
-fn most_recent_in<'a>(sessions: &'a [SessionInfo], cwd: &Path) -> Option<&'a SessionInfo> {
-    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_owned());
-    sessions
-        .iter()
-        .find(|session| Path::new(&session.cwd) == cwd)
-}
-
-/// Reads stdin line by line on a plain thread, so the async side never blocks on the terminal.
-/// A thread rather than `spawn_blocking`: the runtime waits for blocking tasks when it shuts
-/// down, and this one may sit in `read` forever after the user detached.
-fn read_stdin() -> UnboundedReceiver<std::io::Result<String>> {
-    let (lines_tx, lines_rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buffer = Vec::new();
-        loop {
-            buffer.clear();
-            match stdin.read_until(b'\n', &mut buffer) {
-                Ok(0) => return,
-                Ok(_) => {
-                    // Invalid UTF-8 is replaced rather than refused: one odd byte in a pasted
-                    // prompt should not end the session.
-                    let line = String::from_utf8_lossy(&buffer).into_owned();
-                    if lines_tx.send(Ok(line)).is_err() {
-                        return;
+        if let Some(exit) = app.exit.take() {
+            return Ok(exit);
+        }
+        let next_frame = last_draw.map_or(now, |at| at + FRAME);
+        tokio::select! {
+            event = input.next() => match event {
+                Some(Ok(event)) => {
+                    if worth_handling(&event) {
+                        app.on_terminal(event, Instant::now());
+                        dirty = true;
                     }
                 }
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(error) => {
-                    let _ = lines_tx.send(Err(error));
-                    return;
+                Some(Err(error)) => return Err(error).context("cannot read the terminal"),
+                // The terminal is gone: leave the session as a detach would.
+                None => return Ok(leave(&app)),
+            },
+            reply = replies.recv() => match reply {
+                Some(reply) => {
+                    app.on_reply(reply, Instant::now());
+                    dirty = true;
                 }
-            }
+                None => anyhow::bail!("the connection task stopped"),
+            },
+            _ = clock.tick(), if app.busy() => dirty = true,
+            () = tokio::time::sleep_until(next_frame.into()), if dirty => {}
+            _ = terminate.recv() => return Ok(leave(&app)),
+            _ = hangup.recv() => return Ok(leave(&app)),
+            _ = interrupt.recv() => return Ok(leave(&app)),
         }
-    });
-    lines_rx
+    }
+}
+
+/// Of the mouse only the wheel matters: a click changes nothing, so it costs no frame.
+fn worth_handling(event: &TermEvent) -> bool {
+    match event {
+        TermEvent::Mouse(mouse) => matches!(
+            mouse.kind,
+            MouseEventKind::ScrollUp | MouseEventKind::ScrollDown
+        ),
+        TermEvent::FocusGained | TermEvent::FocusLost => false,
+        _ => true,
+    }
+}
+
+fn leave(app: &App) -> Exit {
+    match &app.session {
+        Some(session) => Exit::Detached(session.clone()),
+        None => Exit::Quit,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cwcode_protocol::SessionStatus;
 
-    fn session(id: &str, cwd: &str) -> SessionInfo {
-        SessionInfo {
-            id: id.to_owned(),
-            title: String::new(),
-            cwd: cwd.to_owned(),
-            profile: "p".to_owned(),
-            mode: Mode::Code,
-            status: SessionStatus::Idle,
-            created: String::new(),
-            updated: String::new(),
-            turns: 0,
-            last_seq: 0,
+    #[test]
+    fn flags_choose_how_the_session_is_found() {
+        let startup = |args: &[&str]| Args::try_parse_from(args).unwrap().startup();
+        assert_eq!(startup(&["cwcode"]), Startup::Choose);
+        assert_eq!(startup(&["cwcode", "--new"]), Startup::New);
+        assert_eq!(startup(&["cwcode", "--mode", "plan"]), Startup::New);
+        assert_eq!(startup(&["cwcode", "--profile", "local"]), Startup::New);
+        assert_eq!(startup(&["cwcode", "--continue"]), Startup::Continue);
+        assert_eq!(
+            startup(&["cwcode", "--session", "0198"]),
+            Startup::Session("0198".to_owned())
+        );
+    }
+
+    #[test]
+    fn attaching_refuses_flags_that_only_shape_a_new_session() {
+        for args in [
+            &["cwcode", "--session", "x", "--mode", "yolo"][..],
+            &["cwcode", "--continue", "--profile", "p"],
+            &["cwcode", "--continue", "--new"],
+            &["cwcode", "--mode", "fast"],
+        ] {
+            assert!(Args::try_parse_from(args).is_err(), "{args:?}");
         }
-    }
-
-    #[test]
-    fn continue_picks_the_most_recent_session_of_this_directory() {
-        let dir = canonical_temp_dir();
-        let here = dir.to_string_lossy().into_owned();
-        let sessions = [
-            session("newest-elsewhere", "/somewhere/else"),
-            session("recent-here", &here),
-            session("older-here", &here),
-        ];
-        let found = most_recent_in(&sessions, &dir).map(|info| info.id.as_str());
-        assert_eq!(found, Some("recent-here"));
-        // A non-canonical spelling of the same directory matches too.
-        let dotted = dir.join(".");
-        let found = most_recent_in(&sessions, &dotted).map(|info| info.id.as_str());
-        assert_eq!(found, Some("recent-here"));
-        assert!(most_recent_in(&sessions[..1], &dir).is_none());
-    }
-
-    /// The canonical temporary directory (on macOS /tmp is a symlink).
-    fn canonical_temp_dir() -> std::path::PathBuf {
-        std::env::temp_dir().canonicalize().unwrap()
-    }
-
-    #[test]
-    fn arguments_parse() {
-        let args =
-            Args::try_parse_from(["cwcode", "--mode", "plan", "--profile", "local"]).unwrap();
-        assert_eq!(args.mode, Some(Mode::Plan));
-        assert_eq!(args.profile.as_deref(), Some("local"));
-        let args = Args::try_parse_from(["cwcode", "--continue"]).unwrap();
-        assert!(args.resume);
-        let args = Args::try_parse_from(["cwcode", "--session", "0198"]).unwrap();
-        assert_eq!(args.session.as_deref(), Some("0198"));
-        // Mode and profile only shape a new session; attaching with them is refused, not ignored.
-        assert!(Args::try_parse_from(["cwcode", "--session", "x", "--mode", "yolo"]).is_err());
-        assert!(Args::try_parse_from(["cwcode", "--continue", "--profile", "p"]).is_err());
-        assert!(Args::try_parse_from(["cwcode", "--mode", "fast"]).is_err());
     }
 }

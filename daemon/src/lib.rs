@@ -4,6 +4,7 @@
 //! Data flows one way: server → session → agent → provider/tools → journal → event bus → clients.
 
 pub mod agent;
+pub mod goals;
 pub mod provider;
 pub mod sandbox;
 pub mod server;

@@ -188,6 +188,11 @@ impl Client {
         self.call(methods::DAEMON_INFO, serde_json::json!({})).await
     }
 
+    pub async fn doctor(&self) -> Result<DoctorReport, ClientError> {
+        self.call(methods::DAEMON_DOCTOR, serde_json::json!({}))
+            .await
+    }
+
     pub async fn shutdown(&self) -> Result<(), ClientError> {
         let _: serde_json::Value = self
             .call(methods::DAEMON_SHUTDOWN, serde_json::json!({}))

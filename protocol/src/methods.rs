@@ -2,6 +2,7 @@
 
 pub const DAEMON_INFO: &str = "daemon/info";
 pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
+pub const DAEMON_DOCTOR: &str = "daemon/doctor";
 pub const SESSION_CREATE: &str = "session/create";
 pub const SESSION_LIST: &str = "session/list";
 pub const SESSION_GET: &str = "session/get";

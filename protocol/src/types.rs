@@ -355,3 +355,21 @@ pub struct RewindResult {
     /// `path: reason` for each path that could not be put back; the others were.
     pub failed: Vec<String>,
 }
+
+/// What `cwcode-cli doctor` checks: the daemon's files, its configuration and its sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorReport {
+    pub version: String,
+    pub home: String,
+    pub socket: String,
+    /// Permission bits, expected 0o700 and 0o600.
+    pub home_mode: u32,
+    pub socket_mode: u32,
+    pub config_error: Option<String>,
+    /// The profile new sessions get, or what to set up so that there is one.
+    pub default_profile: Result<String, String>,
+    pub profiles: Vec<ProfileInfo>,
+    /// What the sandbox can enforce on this machine (Landlock ABI, process groups, …).
+    pub sandbox: serde_json::Value,
+}

@@ -22,6 +22,17 @@ pub(super) const RESERVED_BODY_FIELDS: [&str; 4] = ["model", "messages", "tools"
 pub struct Config {
     default_profile: Option<String>,
     profiles: BTreeMap<String, Profile>,
+    policy: Policy,
+}
+
+/// What the user allows beyond the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Directories outside a session's workspace that its tools may read and write (SPEC §7.3),
+    /// e.g. a shared cache or a sibling repository.
+    #[serde(default)]
+    pub extra_roots: Vec<PathBuf>,
 }
 
 /// One endpoint and model, with what the client must know about it.
@@ -192,6 +203,7 @@ impl Default for Config {
         Config {
             default_profile: None,
             profiles: builtin::profiles().collect(),
+            policy: Policy::default(),
         }
     }
 }
@@ -221,6 +233,7 @@ impl Config {
         let mut config = Config::default();
         config.profiles.extend(file.profiles);
         config.default_profile = file.default_profile;
+        config.policy = file.policy;
         config.validate(path)?;
         Ok(config)
     }
@@ -293,6 +306,10 @@ impl Config {
         names.sort();
         names.dedup();
         names
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// Every API key value in force, from config.json or the environment, so tools can redact
@@ -403,6 +420,8 @@ struct ConfigFile {
     default_profile: Option<String>,
     #[serde(default, deserialize_with = "deserialize_profiles")]
     profiles: BTreeMap<String, Profile>,
+    #[serde(default)]
+    policy: Policy,
 }
 
 /// A profile as the file writes it: every field optional, because an override of a built-in

@@ -2,6 +2,7 @@
 //! jsonrpsee on each accepted stream. The socket is 0600 and every connection's peer uid must be
 //! the daemon's own, checked before a byte of the request is read.
 
+pub mod activation;
 pub mod lifecycle;
 pub mod rpc;
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cwcode_protocol::{
-    ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, ErrorCode, Event,
-    EventKind, RewindParams, SendParams, SessionRef, SetKeyParams, SetModeParams, SubscribeParams,
-    methods,
+    ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, DoctorReport, ErrorCode,
+    Event, EventKind, RewindParams, SendParams, SessionRef, SetKeyParams, SetModeParams,
+    SubscribeParams, methods,
 };
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
@@ -56,6 +56,13 @@ pub fn module(
 
     module.register_method(methods::DAEMON_INFO, |_, daemon, _| {
         Ok::<_, ErrorObjectOwned>(daemon_info(daemon))
+    })?;
+    module.register_async_method(methods::DAEMON_DOCTOR, |_, daemon, _| async move {
+        // The sandbox probe confines a throwaway thread: keep it off the async workers.
+        let sandbox = tokio::task::spawn_blocking(crate::sandbox::report)
+            .await
+            .map_err(|error| internal_error(error.to_string()))?;
+        Ok::<_, ErrorObjectOwned>(doctor(&daemon, sandbox))
     })?;
     module.register_method(methods::DAEMON_SHUTDOWN, |_, daemon, _| {
         daemon.shutdown.cancel();
@@ -184,6 +191,31 @@ fn daemon_info(daemon: &Daemon) -> DaemonInfo {
         sessions: daemon.sessions.len(),
         running_turns: daemon.sessions.running_turns(),
         config_error: daemon.shared.providers.last_error(),
+    }
+}
+
+fn internal_error(message: String) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(ErrorCode::Internal.code(), message, None::<()>)
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).map_or(0, |metadata| metadata.permissions().mode() & 0o7777)
+}
+
+fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorReport {
+    let paths = &daemon.shared.paths;
+    let providers = &daemon.shared.providers;
+    DoctorReport {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        home: paths.home.display().to_string(),
+        socket: paths.socket.display().to_string(),
+        home_mode: mode_of(&paths.home),
+        socket_mode: mode_of(&paths.socket),
+        config_error: providers.last_error(),
+        default_profile: providers.default_profile(),
+        profiles: providers.profiles(),
+        sandbox: serde_json::to_value(sandbox).unwrap_or_default(),
     }
 }
 

@@ -815,7 +815,8 @@ fn prepare_turn(
     profile: &str,
     cwd: &str,
 ) -> Result<(Arc<crate::provider::Provider>, Arc<Workspace>), String> {
-    let workspace = Workspace::new(Path::new(cwd))
+    let extra_roots = shared.providers.config().policy().extra_roots.clone();
+    let workspace = Workspace::with_extra_roots(Path::new(cwd), extra_roots)
         .map_err(|error| format!("the session's workspace {cwd} is not usable: {error}"))?;
     let provider = shared.providers.get(profile)?;
     Ok((provider, Arc::new(workspace)))

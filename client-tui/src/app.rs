@@ -1,0 +1,1268 @@
+//! The interface's state and what keys and daemon replies do to it. Nothing here awaits or
+//! draws: a key or a reply changes the state and may queue [`Request`]s in the outbox, which
+//! the main loop hands to the daemon task. So every behaviour is tested with plain calls.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{
+    Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEventKind,
+};
+use cwcode_protocol::{
+    ApprovalDecision, ApprovalRespondParams, CreateSessionParams, ErrorCode, EventKind, Mode,
+    ProfileInfo, SessionInfo, SessionStatus, TodoItem,
+};
+
+use crate::commands::{self, Candidate, Command, Input};
+use crate::daemon::{Action, Open, Reply, Request};
+use crate::editor::Editor;
+use crate::picker::{Choice, Picker};
+use crate::transcript::{Tone, Transcript};
+
+/// Two Ctrl+C presses this close together, on an empty input, quit.
+const DOUBLE_INTERRUPT: Duration = Duration::from_secs(2);
+/// Rows the mouse wheel scrolls.
+const WHEEL_ROWS: usize = 3;
+
+/// How the program was asked to find its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Startup {
+    /// No flag: the picker when this directory has sessions, else a new one.
+    Choose,
+    New,
+    Continue,
+    Session(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Connecting,
+    Picking,
+    Opening,
+    Attached,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    Connecting,
+    Connected,
+    Lost(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// The user left; the session keeps running in the daemon.
+    Detached(SessionInfo),
+    /// The user left before opening any session.
+    Quit,
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub request_id: String,
+    pub tool: String,
+}
+
+/// Where the approval prompt is.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Choosing,
+    /// `n` was pressed: the reason is being typed.
+    Reason(Editor),
+    /// Sent; the daemon's ApprovalResolved will clear it.
+    Sent,
+}
+
+pub struct App {
+    pub cwd: String,
+    startup: Startup,
+    /// Profile and mode asked for on the command line, for new sessions.
+    new_profile: Option<String>,
+    new_mode: Option<Mode>,
+    pub phase: Phase,
+    pub connection: Connection,
+    pub session: Option<SessionInfo>,
+    pub transcript: Transcript,
+    pub editor: Editor,
+    pub picker: Option<Picker>,
+    pub approvals: VecDeque<Pending>,
+    pub answer: Answer,
+    pub completion_selected: usize,
+    /// The input for which the completion list was dismissed with Esc.
+    completion_dismissed: Option<String>,
+    pub profiles: Vec<ProfileInfo>,
+    show_profiles: bool,
+    pub status: SessionStatus,
+    /// When the running turn started, as seen by this client.
+    pub turn_started: Option<Instant>,
+    /// Tokens summed over the finished turns: the cache hit ratio and the cost.
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+    /// The size of the last request: its prompt plus its answer.
+    pub context_tokens: u64,
+    pub todos: Vec<TodoItem>,
+    /// The journal's last `seq` at attach time: events up to it are the replay.
+    replay_until: u64,
+    pub caught_up: bool,
+    pub expanded: bool,
+    /// The first transcript row shown, when scrolled up; `None` follows the bottom.
+    pub scroll: Option<usize>,
+    /// Transcript rows and viewport height as last drawn, for scrolling by pages.
+    pub last_rows: usize,
+    pub last_height: usize,
+    last_interrupt: Option<Instant>,
+    /// A one-line hint in the status line, until the next key.
+    pub flash: Option<String>,
+    pub outbox: Vec<Request>,
+    pub exit: Option<Exit>,
+}
+
+impl App {
+    pub fn new(
+        cwd: String,
+        startup: Startup,
+        new_profile: Option<String>,
+        new_mode: Option<Mode>,
+    ) -> Self {
+        Self {
+            cwd,
+            startup,
+            new_profile,
+            new_mode,
+            phase: Phase::Connecting,
+            connection: Connection::Connecting,
+            session: None,
+            transcript: Transcript::default(),
+            editor: Editor::new(),
+            picker: None,
+            approvals: VecDeque::new(),
+            answer: Answer::Choosing,
+            completion_selected: 0,
+            completion_dismissed: None,
+            profiles: Vec::new(),
+            show_profiles: false,
+            status: SessionStatus::Idle,
+            turn_started: None,
+            prompt_tokens: 0,
+            cached_tokens: 0,
+            completion_tokens: 0,
+            context_tokens: 0,
+            todos: Vec::new(),
+            replay_until: 0,
+            caught_up: false,
+            expanded: false,
+            scroll: None,
+            last_rows: 0,
+            last_height: 0,
+            last_interrupt: None,
+            flash: None,
+            outbox: Vec::new(),
+            exit: None,
+        }
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.session.as_ref().map(|session| session.id.clone())
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.session
+            .as_ref()
+            .map_or(Mode::Code, |session| session.mode)
+    }
+
+    pub fn busy(&self) -> bool {
+        self.status != SessionStatus::Idle
+    }
+
+    /// The session's profile, once the profiles are known.
+    pub fn profile(&self) -> Option<&ProfileInfo> {
+        let name = &self.session.as_ref()?.profile;
+        self.profiles.iter().find(|profile| &profile.name == name)
+    }
+
+    /// What the session cost so far, when its profile has prices (per million tokens).
+    pub fn cost(&self) -> Option<f64> {
+        let prices = self.profile()?.prices?;
+        let missed = self.prompt_tokens.saturating_sub(self.cached_tokens);
+        Some(
+            (self.cached_tokens as f64 * prices.input_hit
+                + missed as f64 * prices.input_miss
+                + self.completion_tokens as f64 * prices.output)
+                / 1e6,
+        )
+    }
+
+    /// The approval the prompt asks about: the oldest, once the replay is over (answering an
+    /// old request while replaying would answer from a stale screen).
+    pub fn approval(&self) -> Option<&Pending> {
+        if self.phase == Phase::Attached && self.caught_up {
+            self.approvals.front()
+        } else {
+            None
+        }
+    }
+
+    pub fn completions(&self) -> Vec<Candidate> {
+        if self.phase != Phase::Attached || self.approval().is_some() {
+            return Vec::new();
+        }
+        let text = self.editor.text();
+        if self.completion_dismissed.as_deref() == Some(text.as_str()) {
+            return Vec::new();
+        }
+        commands::complete(&text)
+    }
+
+    fn new_session_params(&self) -> CreateSessionParams {
+        CreateSessionParams {
+            cwd: self.cwd.clone(),
+            profile: self.new_profile.clone(),
+            mode: self.new_mode,
+            title: None,
+        }
+    }
+
+    fn note(&mut self, text: impl Into<String>, tone: Tone) {
+        self.transcript.note(text, tone);
+    }
+
+    // ---- daemon replies -------------------------------------------------------------------
+
+    pub fn on_reply(&mut self, reply: Reply, now: Instant) {
+        match reply {
+            Reply::Connected => {
+                self.connection = Connection::Connected;
+                self.outbox.push(Request::ListProfiles);
+                match self.startup.clone() {
+                    Startup::Choose | Startup::Continue => self.outbox.push(Request::ListSessions),
+                    Startup::New => self.open(Open::New(self.new_session_params())),
+                    Startup::Session(id) => self.open(Open::Existing(id)),
+                }
+            }
+            Reply::ConnectFailed(message) => self.exit = Some(Exit::Failed(message)),
+            Reply::Lost(reason) => {
+                self.connection = Connection::Lost(reason.clone());
+                self.note(
+                    format!("lost the connection to cwcoded ({reason}); reconnecting…"),
+                    Tone::Warn,
+                );
+            }
+            Reply::Reconnected => {
+                self.connection = Connection::Connected;
+                self.note("reconnected to cwcoded", Tone::Info);
+            }
+            Reply::Sessions(sessions) => self.on_sessions(&sessions),
+            Reply::Attached(info) => self.on_attached(info),
+            Reply::Event(event) => self.on_event(event.seq, &event.kind, now),
+            Reply::ModeSet(info) => {
+                if let Some(session) = &mut self.session
+                    && session.id == info.id
+                {
+                    session.mode = info.mode;
+                }
+            }
+            Reply::Cancelled(true) => self.flash = Some("cancelling the turn…".to_owned()),
+            Reply::Cancelled(false) => self.flash = Some("no turn is running".to_owned()),
+            Reply::Profiles(profiles) => {
+                self.profiles = profiles;
+                if std::mem::take(&mut self.show_profiles) {
+                    self.show_model();
+                }
+            }
+            Reply::Failed {
+                action,
+                message,
+                code,
+            } => self.on_failed(action, message, code),
+            Reply::Notice(text) => self.note(text, Tone::Info),
+        }
+    }
+
+    fn open(&mut self, open: Open) {
+        // The picker (at startup, or /sessions) and the current session stay on screen until
+        // the new one is open, so a failure can be shown where the choice was made.
+        if self.phase == Phase::Connecting {
+            self.phase = Phase::Opening;
+        }
+        self.outbox.push(Request::Open(open));
+    }
+
+    fn on_sessions(&mut self, sessions: &[SessionInfo]) {
+        if self.phase != Phase::Connecting {
+            // `/sessions`.
+            self.picker = Some(Picker::new(sessions, &self.cwd));
+            return;
+        }
+        let here = sessions.iter().find(|session| session.cwd == self.cwd);
+        match (&self.startup, here) {
+            (Startup::Continue, Some(session)) => self.open(Open::Existing(session.id.clone())),
+            (Startup::Continue, None) => {
+                self.exit = Some(Exit::Failed(format!(
+                    "no session has {} as its workspace yet: run `cwcode` there to start one, or `cwcode --session ID` (see `cwcode-cli ls`)",
+                    self.cwd
+                )));
+            }
+            (_, Some(_)) => {
+                self.phase = Phase::Picking;
+                self.picker = Some(Picker::new(sessions, &self.cwd));
+            }
+            (_, None) => self.open(Open::New(self.new_session_params())),
+        }
+    }
+
+    fn on_attached(&mut self, info: SessionInfo) {
+        self.phase = Phase::Attached;
+        self.picker = None;
+        self.transcript = Transcript::default();
+        self.approvals.clear();
+        self.answer = Answer::Choosing;
+        self.status = info.status;
+        self.turn_started = None;
+        self.prompt_tokens = 0;
+        self.cached_tokens = 0;
+        self.completion_tokens = 0;
+        self.context_tokens = 0;
+        self.todos.clear();
+        self.replay_until = info.last_seq;
+        self.caught_up = info.last_seq == 0;
+        self.scroll = None;
+        self.session = Some(info);
+    }
+
+    fn on_event(&mut self, seq: u64, kind: &EventKind, now: Instant) {
+        if self.phase != Phase::Attached {
+            return;
+        }
+        if !self.caught_up && seq >= self.replay_until {
+            self.caught_up = true;
+        }
+        self.transcript.apply(kind);
+        match kind {
+            EventKind::TurnStarted { prompt, .. } => {
+                self.editor.remember(prompt);
+                self.turn_started = Some(now);
+            }
+            EventKind::AssistantMessage {
+                usage: Some(usage), ..
+            } => self.context_tokens = usage.prompt_tokens + usage.completion_tokens,
+            EventKind::ApprovalRequested {
+                request_id, tool, ..
+            } => self.approvals.push_back(Pending {
+                request_id: request_id.clone(),
+                tool: tool.clone(),
+            }),
+            EventKind::ApprovalResolved { request_id, .. } => self.forget_approval(request_id),
+            EventKind::ModeChanged { mode } => {
+                if let Some(session) = &mut self.session {
+                    session.mode = *mode;
+                }
+            }
+            EventKind::StatusChanged { status } => {
+                self.status = *status;
+                if *status == SessionStatus::Idle {
+                    self.turn_started = None;
+                }
+            }
+            EventKind::TodoUpdated { todos } => self.todos = todos.clone(),
+            EventKind::Compacted { tokens_after, .. } => self.context_tokens = *tokens_after,
+            EventKind::TurnFinished { usage, .. } => {
+                self.prompt_tokens += usage.prompt_tokens;
+                self.cached_tokens += usage.cached_tokens;
+                self.completion_tokens += usage.completion_tokens;
+                if self.context_tokens == 0 {
+                    self.context_tokens = usage.prompt_tokens;
+                }
+                self.turn_started = None;
+                // A finished turn withdraws whatever it was asking.
+                self.approvals.clear();
+                self.answer = Answer::Choosing;
+            }
+            _ => {}
+        }
+    }
+
+    fn forget_approval(&mut self, request_id: &str) {
+        let was_front = self
+            .approvals
+            .front()
+            .is_some_and(|pending| pending.request_id == request_id);
+        self.approvals
+            .retain(|pending| pending.request_id != request_id);
+        if was_front {
+            self.answer = Answer::Choosing;
+        }
+    }
+
+    fn on_failed(&mut self, action: Action, message: String, code: Option<i32>) {
+        match action {
+            Action::Open if self.picker.is_some() => {
+                if let Some(picker) = &mut self.picker {
+                    picker.error = Some(message);
+                }
+            }
+            Action::Open if self.phase != Phase::Attached => {
+                self.exit = Some(Exit::Failed(message));
+            }
+            Action::ListSessions if self.phase == Phase::Connecting => {
+                self.exit = Some(Exit::Failed(message));
+            }
+            Action::Respond { request_id } => {
+                if code == Some(ErrorCode::ApprovalNotFound.code()) {
+                    // Answered from another terminal, or withdrawn: stop asking.
+                    self.forget_approval(&request_id);
+                } else {
+                    self.answer = Answer::Choosing;
+                    self.note(message, Tone::Error);
+                }
+            }
+            _ => self.note(message, Tone::Error),
+        }
+    }
+
+    // ---- terminal input -------------------------------------------------------------------
+
+    pub fn on_terminal(&mut self, event: TermEvent, now: Instant) {
+        match event {
+            TermEvent::Key(key) if key.kind != KeyEventKind::Release => self.on_key(key, now),
+            TermEvent::Paste(text) => self.on_paste(&text),
+            TermEvent::Mouse(mouse) => match mouse.kind {
+                MouseEventKind::ScrollUp => self.scroll_up(WHEEL_ROWS),
+                MouseEventKind::ScrollDown => self.scroll_down(WHEEL_ROWS),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn on_paste(&mut self, text: &str) {
+        if let Some(picker) = &mut self.picker {
+            text.chars()
+                .filter(|c| !c.is_control())
+                .for_each(|c| picker.type_char(c));
+        } else if let Answer::Reason(editor) = &mut self.answer {
+            editor.paste(text);
+        } else if self.approval().is_none() {
+            self.editor.paste(text);
+        }
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent, now: Instant) {
+        self.flash = None;
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && key.code == KeyCode::Char('c') {
+            self.interrupt(now);
+            return;
+        }
+        self.last_interrupt = None;
+        if self.picker.is_some() {
+            self.picker_key(key);
+            return;
+        }
+        if self.phase != Phase::Attached {
+            return;
+        }
+        // Keys that work whatever has the focus; the rest go to the approval or the input.
+        match key.code {
+            KeyCode::BackTab => self.cycle_mode(),
+            KeyCode::PageUp => self.scroll_up(self.page()),
+            KeyCode::PageDown => self.scroll_down(self.page()),
+            KeyCode::End if ctrl => self.scroll = None,
+            KeyCode::Home if ctrl => self.scroll = Some(0),
+            KeyCode::Char('o') if ctrl => self.expanded = !self.expanded,
+            _ if self.approval().is_some() => self.approval_key(key),
+            _ => self.input_key(key),
+        }
+    }
+
+    fn interrupt(&mut self, now: Instant) {
+        if self.phase != Phase::Attached && self.picker.is_some() {
+            self.exit = Some(Exit::Quit);
+            return;
+        }
+        if let Some(picker) = &mut self.picker
+            && !picker.filter.is_empty()
+        {
+            picker.filter.clear();
+            return;
+        }
+        if matches!(self.answer, Answer::Reason(_)) {
+            self.answer = Answer::Choosing;
+            return;
+        }
+        if !self.editor.is_empty() {
+            self.editor.take();
+            self.last_interrupt = None;
+            return;
+        }
+        let twice = self
+            .last_interrupt
+            .is_some_and(|before| now.saturating_duration_since(before) <= DOUBLE_INTERRUPT);
+        if twice {
+            self.exit = Some(match &self.session {
+                Some(session) => Exit::Detached(session.clone()),
+                None => Exit::Quit,
+            });
+        } else {
+            self.last_interrupt = Some(now);
+            self.flash = Some("press Ctrl+C again to quit (the session keeps running)".to_owned());
+        }
+    }
+
+    fn picker_key(&mut self, key: KeyEvent) {
+        let Some(picker) = &mut self.picker else {
+            return;
+        };
+        match key.code {
+            KeyCode::Esc => {
+                if self.phase == Phase::Attached {
+                    self.picker = None;
+                } else {
+                    self.exit = Some(Exit::Quit);
+                }
+            }
+            KeyCode::Up => picker.up(),
+            KeyCode::Down | KeyCode::Tab => picker.down(),
+            KeyCode::Backspace => picker.backspace(),
+            KeyCode::Enter => match picker.choose() {
+                Some(Choice::New) => self.open(Open::New(self.new_session_params())),
+                Some(Choice::Attach(id)) => {
+                    if self.session.as_ref().is_some_and(|s| s.id == id) {
+                        self.picker = None;
+                    } else {
+                        self.open(Open::Existing(id));
+                    }
+                }
+                None => {}
+            },
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                picker.type_char(c);
+            }
+            _ => {}
+        }
+    }
+
+    fn approval_key(&mut self, key: KeyEvent) {
+        let Some(pending) = self.approval().cloned() else {
+            return;
+        };
+        if key.code == KeyCode::Esc && !matches!(self.answer, Answer::Reason(_)) {
+            self.cancel();
+            return;
+        }
+        match &mut self.answer {
+            Answer::Sent => {}
+            Answer::Choosing => match key.code {
+                KeyCode::Char('y' | 'Y') => self.respond(&pending, ApprovalDecision::Approve, None),
+                KeyCode::Char('a' | 'A') => self.respond(&pending, ApprovalDecision::Always, None),
+                KeyCode::Char('n' | 'N') => self.answer = Answer::Reason(Editor::new()),
+                _ => {
+                    self.flash = Some(format!(
+                        "answer y (run {}), a (always allow it here) or n (refuse, with a reason)",
+                        pending.tool
+                    ));
+                }
+            },
+            Answer::Reason(editor) => match key.code {
+                KeyCode::Esc => self.answer = Answer::Choosing,
+                KeyCode::Enter => {
+                    let reason = editor.text().trim().to_owned();
+                    let reason = (!reason.is_empty()).then_some(reason);
+                    self.respond(&pending, ApprovalDecision::Deny, reason);
+                }
+                _ => edit(editor, key),
+            },
+        }
+    }
+
+    fn respond(&mut self, pending: &Pending, decision: ApprovalDecision, reason: Option<String>) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        self.answer = Answer::Sent;
+        self.outbox.push(Request::Respond(ApprovalRespondParams {
+            session_id,
+            request_id: pending.request_id.clone(),
+            decision,
+            reason,
+        }));
+    }
+
+    fn input_key(&mut self, key: KeyEvent) {
+        let candidates = self.completions();
+        let popup = !candidates.is_empty();
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        match key.code {
+            KeyCode::Esc if popup => self.completion_dismissed = Some(self.editor.text()),
+            KeyCode::Esc => self.cancel(),
+            KeyCode::Tab if popup => {
+                let selected = &candidates[self.completion_selected.min(candidates.len() - 1)];
+                self.editor.set_text(&selected.replacement);
+                self.completion_selected = 0;
+            }
+            KeyCode::Up if popup => {
+                self.completion_selected = self.completion_selected.saturating_sub(1);
+            }
+            KeyCode::Down if popup => {
+                self.completion_selected = (self.completion_selected + 1).min(candidates.len() - 1);
+            }
+            KeyCode::Enter if alt || shift => self.editor.newline(),
+            KeyCode::Enter if popup => {
+                let typed = self.editor.text();
+                let exact = commands::COMMANDS
+                    .iter()
+                    .any(|spec| typed.trim() == format!("/{}", spec.name));
+                let selected = &candidates[self.completion_selected.min(candidates.len() - 1)];
+                if !exact {
+                    self.editor.set_text(&selected.replacement);
+                }
+                self.completion_selected = 0;
+                // A command that needs an argument waits for it.
+                if exact || !selected.replacement.ends_with(' ') {
+                    self.submit();
+                }
+            }
+            KeyCode::Enter => self.submit(),
+            KeyCode::Char('j') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.editor.newline();
+            }
+            KeyCode::Char('d')
+                if key.modifiers.contains(KeyModifiers::CONTROL) && self.editor.is_empty() =>
+            {
+                if let Some(session) = &self.session {
+                    self.exit = Some(Exit::Detached(session.clone()));
+                }
+            }
+            _ => {
+                let before = self.editor.text();
+                edit(&mut self.editor, key);
+                if self.editor.text() != before {
+                    self.completion_selected = 0;
+                }
+            }
+        }
+    }
+
+    fn submit(&mut self) {
+        let text = self.editor.text();
+        match commands::parse_input(&text) {
+            Input::Empty => {}
+            Input::Prompt(prompt) => {
+                let Some(session_id) = self.session_id() else {
+                    return;
+                };
+                if self.connection != Connection::Connected {
+                    self.flash = Some("not connected to cwcoded: the prompt is kept".to_owned());
+                    return;
+                }
+                self.editor.take();
+                self.editor.remember(&prompt);
+                self.scroll = None;
+                self.outbox.push(Request::Send {
+                    session_id,
+                    text: prompt,
+                });
+            }
+            Input::Command(command) => {
+                self.editor.take();
+                self.command(command);
+            }
+        }
+    }
+
+    fn command(&mut self, command: Command) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        match command {
+            Command::ShowMode => {
+                let mode = self.mode();
+                self.note(
+                    format!(
+                        "mode is {mode}: {} (Shift+Tab cycles; /mode plan|code|yolo)",
+                        commands::mode_meaning(mode)
+                    ),
+                    Tone::Info,
+                );
+            }
+            Command::SetMode(mode) if mode == self.mode() => {
+                self.note(format!("already in {mode} mode"), Tone::Info);
+            }
+            Command::SetMode(mode) => self.outbox.push(Request::SetMode { session_id, mode }),
+            Command::Model => {
+                if self.profiles.is_empty() {
+                    self.show_profiles = true;
+                    self.outbox.push(Request::ListProfiles);
+                } else {
+                    self.show_model();
+                }
+            }
+            Command::Sessions => self.outbox.push(Request::ListSessions),
+            Command::New => {
+                let current = self.session.as_ref();
+                let params = CreateSessionParams {
+                    cwd: self.cwd.clone(),
+                    profile: current.map(|s| s.profile.clone()),
+                    mode: current.map(|s| s.mode),
+                    title: None,
+                };
+                self.open(Open::New(params));
+            }
+            Command::Cancel => self.cancel(),
+            Command::Detach => {
+                if let Some(session) = &self.session {
+                    self.exit = Some(Exit::Detached(session.clone()));
+                }
+            }
+            Command::Help => {
+                let mut text = commands::HELP.to_owned();
+                for spec in commands::COMMANDS {
+                    let usage = format!("/{} {}", spec.name, spec.args);
+                    text.push_str(&format!("\n  {:<20} {}", usage.trim_end(), spec.about));
+                }
+                text.push_str("\n  //text               send a prompt that starts with /");
+                self.note(text, Tone::Info);
+            }
+            Command::Invalid(message) => self.note(message, Tone::Error),
+        }
+    }
+
+    fn show_model(&mut self) {
+        let current = self.session.as_ref().map(|s| s.profile.clone());
+        let mut text = String::from("profiles (from config.json):");
+        for profile in &self.profiles {
+            let marker = if Some(&profile.name) == current.as_ref() {
+                "*"
+            } else {
+                " "
+            };
+            let key = if profile.has_key {
+                ""
+            } else {
+                " · no API key"
+            };
+            let default = if profile.is_default {
+                " · default"
+            } else {
+                ""
+            };
+            text.push_str(&format!(
+                "\n{marker} {} — {} at {}{default}{key}",
+                profile.name, profile.model, profile.base_url
+            ));
+        }
+        text.push_str(
+            "\nA session keeps its profile: the daemon cannot switch it yet. \
+             Start one on another profile with `cwcode --new --profile NAME`.",
+        );
+        self.note(text, Tone::Info);
+    }
+
+    fn cancel(&mut self) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        if self.busy() || !self.approvals.is_empty() {
+            self.outbox.push(Request::Cancel { session_id });
+            self.flash = Some("cancelling the turn…".to_owned());
+        }
+    }
+
+    fn cycle_mode(&mut self) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        let mode = commands::next_mode(self.mode());
+        self.outbox.push(Request::SetMode { session_id, mode });
+    }
+
+    fn page(&self) -> usize {
+        self.last_height.saturating_sub(2).max(1)
+    }
+
+    fn scroll_up(&mut self, rows: usize) {
+        let bottom = self.last_rows.saturating_sub(self.last_height);
+        let top = self.scroll.unwrap_or(bottom);
+        self.scroll = Some(top.saturating_sub(rows));
+    }
+
+    fn scroll_down(&mut self, rows: usize) {
+        let Some(top) = self.scroll else { return };
+        let bottom = self.last_rows.saturating_sub(self.last_height);
+        // Reaching the bottom resumes following it.
+        self.scroll = (top + rows < bottom).then_some(top + rows);
+    }
+}
+
+/// Editing keys shared by the prompt and the deny reason.
+fn edit(editor: &mut Editor, key: KeyEvent) {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    let alt = key.modifiers.contains(KeyModifiers::ALT);
+    match key.code {
+        KeyCode::Char('a') if ctrl => editor.home(),
+        KeyCode::Char('e') if ctrl => editor.end(),
+        KeyCode::Char('u') if ctrl => editor.kill_to_start(),
+        KeyCode::Char('k') if ctrl => editor.kill_to_end(),
+        KeyCode::Char('w') if ctrl => editor.delete_word(),
+        KeyCode::Backspace if alt || ctrl => editor.delete_word(),
+        KeyCode::Char(c) if !ctrl && !alt => editor.insert_char(c),
+        KeyCode::Backspace => editor.backspace(),
+        KeyCode::Delete => editor.delete(),
+        KeyCode::Left => editor.left(),
+        KeyCode::Right => editor.right(),
+        KeyCode::Home => editor.home(),
+        KeyCode::End => editor.end(),
+        KeyCode::Up => editor.up(),
+        KeyCode::Down => editor.down(),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cwcode_protocol::{Event, TurnOutcome, Usage};
+
+    use super::*;
+    use crate::fixtures::{CWD, attached_app, feed, session};
+
+    fn press(app: &mut App, code: KeyCode, now: Instant) {
+        app.on_key(KeyEvent::new(code, KeyModifiers::NONE), now);
+    }
+
+    fn ctrl(app: &mut App, c: char, now: Instant) {
+        app.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL), now);
+    }
+
+    fn type_text(app: &mut App, text: &str, now: Instant) {
+        text.chars().for_each(|c| press(app, KeyCode::Char(c), now));
+    }
+
+    fn approval_requested(request_id: &str) -> EventKind {
+        EventKind::ApprovalRequested {
+            request_id: request_id.to_owned(),
+            call_id: format!("call-{request_id}"),
+            tool: "bash".to_owned(),
+            arguments: r#"{"command":"rm -rf target"}"#.to_owned(),
+        }
+    }
+
+    fn started_app(startup: Startup, sessions: Vec<SessionInfo>, now: Instant) -> App {
+        let mut app = App::new(CWD.to_owned(), startup, None, None);
+        app.on_reply(Reply::Connected, now);
+        app.on_reply(Reply::Sessions(sessions), now);
+        app
+    }
+
+    fn opened(app: &App) -> Vec<String> {
+        app.outbox
+            .iter()
+            .filter_map(|request| match request {
+                Request::Open(Open::Existing(id)) => Some(id.clone()),
+                Request::Open(Open::New(params)) => Some(format!("new in {}", params.cwd)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn without_flags_the_picker_opens_only_when_this_directory_has_sessions() {
+        let now = Instant::now();
+        let app = started_app(
+            Startup::Choose,
+            vec![session("elsewhere", "/other", "")],
+            now,
+        );
+        assert_eq!(opened(&app), [format!("new in {CWD}")]);
+        assert!(app.picker.is_none());
+
+        let mut app = started_app(Startup::Choose, vec![session("mine", CWD, "")], now);
+        assert_eq!(app.phase, Phase::Picking);
+        assert!(opened(&app).is_empty());
+        press(&mut app, KeyCode::Enter, now);
+        assert_eq!(opened(&app), ["mine"]);
+    }
+
+    #[test]
+    fn an_unknown_id_typed_in_the_picker_is_reported_there() {
+        let now = Instant::now();
+        let mut app = started_app(Startup::Choose, vec![session("mine", CWD, "")], now);
+        type_text(&mut app, "zzz", now);
+        press(&mut app, KeyCode::Enter, now);
+        assert_eq!(opened(&app), ["zzz"]);
+        app.on_reply(
+            Reply::Failed {
+                action: Action::Open,
+                message: "no session matches `zzz`".to_owned(),
+                code: Some(ErrorCode::SessionNotFound.code()),
+            },
+            now,
+        );
+        assert!(app.exit.is_none());
+        let error = app.picker.as_ref().and_then(|picker| picker.error.clone());
+        assert_eq!(error.as_deref(), Some("no session matches `zzz`"));
+    }
+
+    #[test]
+    fn continue_opens_the_latest_session_here_or_says_how_to_start_one() {
+        let now = Instant::now();
+        let sessions = vec![
+            session("other", "/other", ""),
+            session("latest", CWD, ""),
+            session("older", CWD, ""),
+        ];
+        let app = started_app(Startup::Continue, sessions, now);
+        assert_eq!(opened(&app), ["latest"]);
+        let app = started_app(Startup::Continue, Vec::new(), now);
+        let Some(Exit::Failed(message)) = &app.exit else {
+            panic!("expected a failure, got {:?}", app.exit);
+        };
+        assert!(
+            message.contains("no session has /home/dev/shop"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_session_that_cannot_be_opened_ends_the_program_with_the_reason() {
+        let now = Instant::now();
+        let mut app = App::new(CWD.to_owned(), Startup::Session("nope".into()), None, None);
+        app.on_reply(Reply::Connected, now);
+        assert_eq!(opened(&app), ["nope"]);
+        app.on_reply(
+            Reply::Failed {
+                action: Action::Open,
+                message: "no session matches `nope`".to_owned(),
+                code: Some(ErrorCode::SessionNotFound.code()),
+            },
+            now,
+        );
+        assert_eq!(
+            app.exit,
+            Some(Exit::Failed("no session matches `nope`".to_owned()))
+        );
+    }
+
+    #[test]
+    fn enter_sends_the_prompt_and_alt_enter_adds_a_line() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        type_text(&mut app, "fix", now);
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT), now);
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT), now);
+        type_text(&mut app, "the tests", now);
+        press(&mut app, KeyCode::Enter, now);
+        let [Request::Send { text, .. }] = &app.outbox[..] else {
+            panic!("expected one send: {:?}", app.outbox);
+        };
+        assert_eq!(text, "fix\n\nthe tests");
+        assert!(app.editor.is_empty());
+        // Up brings it back.
+        press(&mut app, KeyCode::Up, now);
+        assert_eq!(app.editor.text(), "fix\n\nthe tests");
+    }
+
+    #[test]
+    fn a_prompt_typed_while_the_daemon_is_away_is_kept() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_reply(Reply::Lost("connection reset".to_owned()), now);
+        type_text(&mut app, "hello", now);
+        press(&mut app, KeyCode::Enter, now);
+        assert!(app.outbox.is_empty());
+        assert_eq!(app.editor.text(), "hello");
+        assert!(
+            app.flash
+                .as_deref()
+                .unwrap_or_default()
+                .contains("not connected")
+        );
+        app.on_reply(Reply::Reconnected, now);
+        press(&mut app, KeyCode::Enter, now);
+        assert_eq!(app.outbox.len(), 1);
+    }
+
+    #[test]
+    fn shift_tab_asks_for_the_next_mode() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        press(&mut app, KeyCode::BackTab, now);
+        assert!(matches!(
+            app.outbox[..],
+            [Request::SetMode {
+                mode: Mode::Yolo,
+                ..
+            }]
+        ));
+        // The daemon's event, seen by every attached client, is what changes the mode.
+        feed(&mut app, now, [EventKind::ModeChanged { mode: Mode::Yolo }]);
+        assert_eq!(app.mode(), Mode::Yolo);
+    }
+
+    #[test]
+    fn esc_cancels_a_running_turn_only() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        press(&mut app, KeyCode::Esc, now);
+        assert!(app.outbox.is_empty());
+        feed(
+            &mut app,
+            now,
+            [EventKind::StatusChanged {
+                status: SessionStatus::Running,
+            }],
+        );
+        press(&mut app, KeyCode::Esc, now);
+        assert!(matches!(app.outbox[..], [Request::Cancel { .. }]));
+    }
+
+    #[test]
+    fn approvals_are_answered_with_y_a_or_n_and_a_reason() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        feed(
+            &mut app,
+            now,
+            [approval_requested("r1"), approval_requested("r2")],
+        );
+        // Typing is not an answer: nothing is approved by accident.
+        press(&mut app, KeyCode::Char('x'), now);
+        assert!(app.outbox.is_empty());
+        assert!(app.flash.is_some());
+        press(&mut app, KeyCode::Char('y'), now);
+        let Some(Request::Respond(params)) = app.outbox.pop() else {
+            panic!("expected an answer");
+        };
+        assert_eq!(
+            (params.request_id.as_str(), params.decision),
+            ("r1", ApprovalDecision::Approve)
+        );
+        // Answered once: more keys wait for the daemon's word.
+        press(&mut app, KeyCode::Char('y'), now);
+        assert!(app.outbox.is_empty());
+        feed(
+            &mut app,
+            now,
+            [EventKind::ApprovalResolved {
+                request_id: "r1".to_owned(),
+                decision: ApprovalDecision::Approve,
+                reason: None,
+            }],
+        );
+        assert_eq!(app.approval().map(|p| p.request_id.as_str()), Some("r2"));
+        press(&mut app, KeyCode::Char('n'), now);
+        type_text(&mut app, "not target", now);
+        press(&mut app, KeyCode::Enter, now);
+        let Some(Request::Respond(params)) = app.outbox.pop() else {
+            panic!("expected a denial");
+        };
+        assert_eq!(params.decision, ApprovalDecision::Deny);
+        assert_eq!(params.reason.as_deref(), Some("not target"));
+    }
+
+    #[test]
+    fn an_approval_answered_elsewhere_is_no_longer_asked() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        feed(&mut app, now, [approval_requested("r1")]);
+        press(&mut app, KeyCode::Char('a'), now);
+        app.on_reply(
+            Reply::Failed {
+                action: Action::Respond {
+                    request_id: "r1".to_owned(),
+                },
+                message: "no pending approval r1".to_owned(),
+                code: Some(ErrorCode::ApprovalNotFound.code()),
+            },
+            now,
+        );
+        assert!(app.approval().is_none());
+    }
+
+    #[test]
+    fn approvals_in_the_replay_are_asked_only_once_it_is_over() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        let mut info = session("0198a1b2c3d4e5f6", CWD, "shop");
+        info.last_seq = 2;
+        app.on_reply(Reply::Attached(info), now);
+        let event = |seq, kind| {
+            Reply::Event(Event {
+                seq,
+                time: String::new(),
+                kind,
+            })
+        };
+        app.on_reply(event(1, approval_requested("r1")), now);
+        assert!(app.approval().is_none());
+        app.on_reply(
+            event(
+                2,
+                EventKind::StatusChanged {
+                    status: SessionStatus::AwaitingApproval,
+                },
+            ),
+            now,
+        );
+        assert_eq!(app.approval().map(|p| p.request_id.as_str()), Some("r1"));
+    }
+
+    #[test]
+    fn a_finished_turn_withdraws_its_approvals_and_counts_the_cache() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        feed(
+            &mut app,
+            now,
+            [
+                approval_requested("r1"),
+                EventKind::TurnFinished {
+                    turn: 1,
+                    outcome: TurnOutcome::Cancelled,
+                    usage: Usage {
+                        prompt_tokens: 1000,
+                        completion_tokens: 10,
+                        cached_tokens: 250,
+                    },
+                    error: None,
+                },
+                EventKind::TurnFinished {
+                    turn: 2,
+                    outcome: TurnOutcome::Completed,
+                    usage: Usage {
+                        prompt_tokens: 1000,
+                        completion_tokens: 10,
+                        cached_tokens: 750,
+                    },
+                    error: None,
+                },
+            ],
+        );
+        assert!(app.approval().is_none());
+        assert_eq!((app.cached_tokens, app.prompt_tokens), (1000, 2000));
+    }
+
+    #[test]
+    fn ctrl_c_clears_the_input_then_quits_when_pressed_twice() {
+        let start = Instant::now();
+        let mut app = attached_app(start);
+        type_text(&mut app, "draft", start);
+        ctrl(&mut app, 'c', start);
+        assert!(app.editor.is_empty());
+        assert!(app.exit.is_none());
+        ctrl(&mut app, 'c', start);
+        assert!(app.exit.is_none());
+        // Too slow: it only warns again.
+        ctrl(&mut app, 'c', start + Duration::from_secs(3));
+        assert!(app.exit.is_none());
+        ctrl(&mut app, 'c', start + Duration::from_secs(4));
+        assert!(matches!(app.exit, Some(Exit::Detached(_))));
+    }
+
+    #[test]
+    fn sessions_opens_the_picker_and_choosing_another_attaches_to_it() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        type_text(&mut app, "/sessions", now);
+        press(&mut app, KeyCode::Enter, now);
+        assert!(matches!(app.outbox[..], [Request::ListSessions]));
+        app.outbox.clear();
+        app.on_reply(
+            Reply::Sessions(vec![
+                session("0198a1b2c3d4e5f6", CWD, "shop"),
+                session("0198ffff", CWD, "other"),
+            ]),
+            now,
+        );
+        assert!(app.picker.is_some());
+        press(&mut app, KeyCode::Down, now);
+        press(&mut app, KeyCode::Enter, now);
+        assert_eq!(opened(&app), ["0198ffff"]);
+        app.on_reply(Reply::Attached(session("0198ffff", CWD, "other")), now);
+        assert!(app.picker.is_none());
+        assert_eq!(
+            app.session.as_ref().map(|s| s.id.as_str()),
+            Some("0198ffff")
+        );
+    }
+
+    #[test]
+    fn model_lists_profiles_and_says_switching_is_not_possible_yet() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        type_text(&mut app, "/model", now);
+        press(&mut app, KeyCode::Enter, now);
+        let rows = app.transcript.layout(200, false);
+        let text: Vec<String> = app
+            .transcript
+            .rows(0, rows)
+            .iter()
+            .map(|line| line.to_string())
+            .collect();
+        let text = text.join("\n");
+        assert!(
+            text.contains("* deepseek — deepseek-chat at https://api.deepseek.com"),
+            "{text}"
+        );
+        assert!(text.contains("cannot switch it yet"), "{text}");
+    }
+
+    #[test]
+    fn paging_up_stops_following_and_paging_back_down_resumes() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.last_rows = 100;
+        app.last_height = 20;
+        press(&mut app, KeyCode::PageUp, now);
+        assert_eq!(app.scroll, Some(62));
+        press(&mut app, KeyCode::PageDown, now);
+        assert_eq!(app.scroll, None);
+        app.on_terminal(
+            TermEvent::Mouse(crossterm::event::MouseEvent {
+                kind: MouseEventKind::ScrollUp,
+                column: 0,
+                row: 0,
+                modifiers: KeyModifiers::NONE,
+            }),
+            now,
+        );
+        assert_eq!(app.scroll, Some(77));
+        // Sending a prompt jumps back to the bottom.
+        type_text(&mut app, "go", now);
+        press(&mut app, KeyCode::Enter, now);
+        assert_eq!(app.scroll, None);
+    }
+
+    #[test]
+    fn pasted_text_keeps_its_newlines_and_is_not_sent() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_terminal(TermEvent::Paste("line one\nline two".to_owned()), now);
+        assert_eq!(app.editor.text(), "line one\nline two");
+        assert!(app.outbox.is_empty());
+    }
+
+    #[test]
+    fn tab_completes_a_command_and_enter_runs_it() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        type_text(&mut app, "/mo", now);
+        press(&mut app, KeyCode::Tab, now);
+        assert_eq!(app.editor.text(), "/mode ");
+        type_text(&mut app, "p", now);
+        press(&mut app, KeyCode::Enter, now);
+        assert!(matches!(
+            app.outbox[..],
+            [Request::SetMode {
+                mode: Mode::Plan,
+                ..
+            }]
+        ));
+        app.outbox.clear();
+        type_text(&mut app, "/det", now);
+        press(&mut app, KeyCode::Enter, now);
+        assert!(matches!(app.exit, Some(Exit::Detached(_))));
+    }
+}

@@ -1,0 +1,264 @@
+//! What typed text means (a prompt or a slash command), and the completion of slash commands.
+
+use cwcode_protocol::Mode;
+
+/// A slash command offered by completion and `/help`. Only commands the daemon can carry out
+/// today are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandSpec {
+    pub name: &'static str,
+    /// Shown after the name in the completion list; empty when the command takes none.
+    pub args: &'static str,
+    pub about: &'static str,
+}
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "mode",
+        args: "plan|code|yolo",
+        about: "show or change the mode (Shift+Tab cycles)",
+    },
+    CommandSpec {
+        name: "model",
+        args: "",
+        about: "the provider profiles and their models",
+    },
+    CommandSpec {
+        name: "sessions",
+        args: "",
+        about: "pick another session to attach to",
+    },
+    CommandSpec {
+        name: "new",
+        args: "",
+        about: "start a new session in this directory",
+    },
+    CommandSpec {
+        name: "cancel",
+        args: "",
+        about: "stop the running turn (Esc)",
+    },
+    CommandSpec {
+        name: "detach",
+        args: "",
+        about: "leave; the session keeps running",
+    },
+    CommandSpec {
+        name: "help",
+        args: "",
+        about: "keys and commands",
+    },
+];
+
+/// What one submitted input means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Empty,
+    Prompt(String),
+    Command(Command),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    SetMode(Mode),
+    ShowMode,
+    Model,
+    Sessions,
+    New,
+    Cancel,
+    Detach,
+    Help,
+    /// A mistyped command, with the message that says how to type it.
+    Invalid(String),
+}
+
+pub fn parse_input(text: &str) -> Input {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Input::Empty;
+    }
+    // `//…` is the way to send a prompt that starts with a slash.
+    if let Some(escaped) = trimmed.strip_prefix("//") {
+        return Input::Prompt(format!("/{escaped}"));
+    }
+    let Some(command) = trimmed.strip_prefix('/') else {
+        // Only surrounding blank lines go: indentation inside a pasted block is meaningful.
+        return Input::Prompt(text.trim_matches('\n').trim_end().to_owned());
+    };
+    let (name, argument) = match command.split_once(char::is_whitespace) {
+        Some((name, argument)) => (name, argument.trim()),
+        None => (command, ""),
+    };
+    Input::Command(match name {
+        "mode" if argument.is_empty() => Command::ShowMode,
+        "mode" => match argument.parse() {
+            Ok(mode) => Command::SetMode(mode),
+            Err(error) => Command::Invalid(format!("{error} (e.g. `/mode plan`)")),
+        },
+        "model" | "models" | "profile" | "profiles" => Command::Model,
+        "sessions" | "resume" => Command::Sessions,
+        "new" | "clear" => Command::New,
+        "cancel" => Command::Cancel,
+        "detach" | "quit" | "exit" | "q" => Command::Detach,
+        "help" | "?" => Command::Help,
+        _ => Command::Invalid(format!(
+            "unknown command /{name}: /help lists them (start a prompt with // to send a leading /)"
+        )),
+    })
+}
+
+/// One completion candidate: the text that replaces the input, and what the list shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub replacement: String,
+    pub label: String,
+    pub about: String,
+}
+
+/// Completions for the input, when it is a slash command being typed (one line, the command's
+/// name, or `/mode ` and the start of a mode).
+pub fn complete(input: &str) -> Vec<Candidate> {
+    let Some(typed) = input.strip_prefix('/') else {
+        return Vec::new();
+    };
+    if input.contains('\n') || typed.starts_with('/') {
+        return Vec::new();
+    }
+    match typed.split_once(' ') {
+        None => COMMANDS
+            .iter()
+            .filter(|spec| spec.name.starts_with(typed))
+            .map(|spec| Candidate {
+                replacement: if spec.args.is_empty() {
+                    format!("/{}", spec.name)
+                } else {
+                    format!("/{} ", spec.name)
+                },
+                label: if spec.args.is_empty() {
+                    format!("/{}", spec.name)
+                } else {
+                    format!("/{} {}", spec.name, spec.args)
+                },
+                about: spec.about.to_owned(),
+            })
+            .collect(),
+        Some(("mode", partial)) if !partial.contains(' ') => Mode::ALL
+            .into_iter()
+            .filter(|mode| mode.as_str().starts_with(partial))
+            .map(|mode| Candidate {
+                replacement: format!("/mode {mode}"),
+                label: mode.as_str().to_owned(),
+                about: mode_meaning(mode).to_owned(),
+            })
+            .collect(),
+        Some(_) => Vec::new(),
+    }
+}
+
+pub fn mode_meaning(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Plan => "read-only tools, the agent proposes changes",
+        Mode::Code => "changes wait for your approval",
+        Mode::Yolo => "every tool runs without asking",
+    }
+}
+
+/// The mode Shift+Tab moves to: plan → code → yolo → plan.
+pub fn next_mode(mode: Mode) -> Mode {
+    match mode {
+        Mode::Plan => Mode::Code,
+        Mode::Code => Mode::Yolo,
+        Mode::Yolo => Mode::Plan,
+    }
+}
+
+pub const HELP: &str = "\
+Keys
+  Enter                send the prompt (queued if a turn is running)
+  Alt/Shift+Enter      new line (also Ctrl+J); pasted text keeps its lines
+  Up / Down            previous / next prompt, from the first / last line
+  Tab                  complete a /command
+  Shift+Tab            cycle the mode: plan → code → yolo
+  Esc                  cancel the running turn
+  PgUp / PgDn, wheel   scroll; at the bottom the view follows new output
+  Ctrl+O               show or hide reasoning and long outputs in full
+  Ctrl+C               clear the input; twice on an empty one quits
+  Ctrl+D               detach (on an empty input); the session keeps running
+  Shift+drag           select text (the wheel belongs to cwcode)
+Approvals
+  y                    run the call
+  a                    run it, and allow this tool for the rest of the session
+  n                    refuse; type the reason the model is told, then Enter
+Commands";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_a_prompt_and_double_slash_escapes() {
+        assert_eq!(
+            parse_input("\n  fix the tests \n\n"),
+            Input::Prompt("  fix the tests".to_owned())
+        );
+        assert_eq!(parse_input("   \n"), Input::Empty);
+        assert_eq!(
+            parse_input("//etc/hosts is odd"),
+            Input::Prompt("/etc/hosts is odd".to_owned())
+        );
+    }
+
+    #[test]
+    fn slash_commands_and_their_mistakes() {
+        assert_eq!(
+            parse_input("/mode  YOLO "),
+            Input::Command(Command::SetMode(Mode::Yolo))
+        );
+        assert_eq!(parse_input("/mode"), Input::Command(Command::ShowMode));
+        assert_eq!(parse_input("/quit"), Input::Command(Command::Detach));
+        assert_eq!(parse_input("/model"), Input::Command(Command::Model));
+        assert_eq!(parse_input("/new"), Input::Command(Command::New));
+        let Input::Command(Command::Invalid(message)) = parse_input("/mode fast") else {
+            panic!("expected an invalid command");
+        };
+        assert!(message.contains("expected plan, code or yolo"), "{message}");
+        let Input::Command(Command::Invalid(message)) = parse_input("/etc/passwd") else {
+            panic!("expected an invalid command");
+        };
+        assert!(message.contains("//"), "{message}");
+    }
+
+    #[test]
+    fn completion_offers_matching_commands_then_modes() {
+        let names: Vec<String> = complete("/m").into_iter().map(|c| c.label).collect();
+        assert_eq!(names, ["/mode plan|code|yolo", "/model"]);
+        assert_eq!(complete("/mode")[0].replacement, "/mode ");
+        assert_eq!(complete("/se")[0].replacement, "/sessions");
+        let modes: Vec<String> = complete("/mode ").into_iter().map(|c| c.label).collect();
+        assert_eq!(modes, ["plan", "code", "yolo"]);
+        assert_eq!(complete("/mode y")[0].replacement, "/mode yolo");
+        assert!(complete("hello").is_empty());
+        assert!(complete("/mode plan now").is_empty());
+        assert!(complete("/x\n").is_empty());
+        assert!(complete("/zz").is_empty());
+    }
+
+    #[test]
+    fn every_command_the_completion_offers_parses() {
+        for spec in COMMANDS {
+            let parsed = parse_input(&format!("/{}", spec.name));
+            assert!(
+                !matches!(parsed, Input::Command(Command::Invalid(_))),
+                "/{} is offered but not understood",
+                spec.name
+            );
+        }
+    }
+
+    #[test]
+    fn shift_tab_cycles_plan_code_yolo() {
+        assert_eq!(next_mode(Mode::Plan), Mode::Code);
+        assert_eq!(next_mode(Mode::Code), Mode::Yolo);
+        assert_eq!(next_mode(Mode::Yolo), Mode::Plan);
+    }
+}

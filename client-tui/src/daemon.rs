@@ -1,0 +1,364 @@
+//! The one task that talks to the daemon. The interface never awaits the daemon: it sends
+//! [`Request`]s down a channel and reads [`Reply`]s (answers and session events) from another.
+//! This task owns the client and the subscription, runs calls concurrently so a slow one holds
+//! up nothing, resumes a dropped event stream from the last `seq` it delivered, and reconnects
+//! after the daemon went away (a restart, an upgrade) without losing or repeating an event.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cwcode_protocol::client::EventStream;
+use cwcode_protocol::{
+    ApprovalRespondParams, Client, ClientError, ConnectOptions, CreateSessionParams, Event,
+    EventKind, Mode, ProfileInfo, SessionInfo,
+};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+
+/// How often a lost daemon is looked for again.
+const RECONNECT_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub enum Request {
+    ListSessions,
+    /// Opens a session and subscribes to its whole journal; replaces the current one.
+    Open(Open),
+    Send {
+        session_id: String,
+        text: String,
+    },
+    Cancel {
+        session_id: String,
+    },
+    SetMode {
+        session_id: String,
+        mode: Mode,
+    },
+    Respond(ApprovalRespondParams),
+    ListProfiles,
+}
+
+#[derive(Debug, Clone)]
+pub enum Open {
+    New(CreateSessionParams),
+    Existing(String),
+}
+
+/// Which request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    ListSessions,
+    Open,
+    Send,
+    Cancel,
+    SetMode,
+    Respond { request_id: String },
+    ListProfiles,
+}
+
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Connected,
+    /// The first connection failed: nothing can be done.
+    ConnectFailed(String),
+    Lost(String),
+    Reconnected,
+    Sessions(Vec<SessionInfo>),
+    /// The session is open; its events follow, starting with the journal's first.
+    Attached(SessionInfo),
+    Event(Event),
+    ModeSet(SessionInfo),
+    Cancelled(bool),
+    Profiles(Vec<ProfileInfo>),
+    Failed {
+        action: Action,
+        message: String,
+        code: Option<i32>,
+    },
+    /// Something worth a line in the transcript.
+    Notice(String),
+}
+
+/// Starts the task; it connects (starting the daemon if needed) and then serves requests.
+pub fn spawn(options: ConnectOptions) -> (UnboundedSender<Request>, UnboundedReceiver<Reply>) {
+    let (requests_tx, requests_rx) = mpsc::unbounded_channel();
+    let (replies_tx, replies_rx) = mpsc::unbounded_channel();
+    tokio::spawn(run(options, requests_rx, replies_tx));
+    (requests_tx, replies_rx)
+}
+
+type Call = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+enum Done {
+    Connected(Result<Client, ClientError>),
+    Reconnected(Option<Client>),
+    /// A call whose effect the session's events report.
+    Nothing,
+    Reply(Reply),
+    Attached(SessionInfo, EventStream),
+    Resubscribed(String, EventStream),
+    Failed(Action, ClientError),
+}
+
+struct Subscription {
+    session_id: String,
+    /// `None` while it is being resumed.
+    stream: Option<EventStream>,
+    last_seq: u64,
+}
+
+struct Backend {
+    options: ConnectOptions,
+    client: Option<Arc<Client>>,
+    /// Requests made before the first connection, served once it is up.
+    waiting: Vec<Request>,
+    connected_once: bool,
+    reconnecting: bool,
+    subscription: Option<Subscription>,
+    calls: FuturesUnordered<Call>,
+    replies: UnboundedSender<Reply>,
+}
+
+async fn run(
+    options: ConnectOptions,
+    mut requests: UnboundedReceiver<Request>,
+    replies: UnboundedSender<Reply>,
+) {
+    let mut backend = Backend {
+        options,
+        client: None,
+        waiting: Vec::new(),
+        connected_once: false,
+        reconnecting: false,
+        subscription: None,
+        calls: FuturesUnordered::new(),
+        replies,
+    };
+    let first = backend.options.clone();
+    backend.calls.push(Box::pin(async move {
+        Done::Connected(Client::connect(&first).await)
+    }));
+    let mut retry = tokio::time::interval(RECONNECT_EVERY);
+    loop {
+        tokio::select! {
+            request = requests.recv() => match request {
+                Some(request) => backend.request(request),
+                // The interface is gone: dropping the client closes the connection.
+                None => return,
+            },
+            Some(done) = backend.calls.next(), if !backend.calls.is_empty() => backend.done(done),
+            event = next_event(&mut backend.subscription) => backend.event(event),
+            _ = retry.tick(), if backend.lost() && !backend.reconnecting => backend.reconnect(),
+        }
+    }
+}
+
+/// The next event of the current subscription; pending while there is none.
+async fn next_event(subscription: &mut Option<Subscription>) -> Option<Result<Event, ClientError>> {
+    match subscription.as_mut().and_then(|s| s.stream.as_mut()) {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Backend {
+    fn reply(&self, reply: Reply) {
+        // The interface may be shutting down; then nobody needs the answer.
+        let _ = self.replies.send(reply);
+    }
+
+    fn lost(&self) -> bool {
+        self.connected_once && self.client.is_none()
+    }
+
+    fn request(&mut self, request: Request) {
+        let Some(client) = self.client.clone() else {
+            if self.connected_once {
+                let action = action_of(&request);
+                self.reply(Reply::Failed {
+                    action,
+                    message: "not connected to cwcoded (trying to reconnect)".to_owned(),
+                    code: None,
+                });
+            } else {
+                self.waiting.push(request);
+            }
+            return;
+        };
+        let action = action_of(&request);
+        self.calls.push(Box::pin(async move {
+            match perform(&client, request).await {
+                Ok(done) => done,
+                Err(error) => Done::Failed(action, error),
+            }
+        }));
+    }
+
+    fn done(&mut self, done: Done) {
+        match done {
+            Done::Connected(Ok(client)) => {
+                self.client = Some(Arc::new(client));
+                self.connected_once = true;
+                self.reply(Reply::Connected);
+                for request in std::mem::take(&mut self.waiting) {
+                    self.request(request);
+                }
+            }
+            Done::Connected(Err(error)) => self.reply(Reply::ConnectFailed(describe(&error))),
+            Done::Reconnected(None) => self.reconnecting = false,
+            Done::Reconnected(Some(client)) => {
+                self.reconnecting = false;
+                let client = Arc::new(client);
+                self.client = Some(Arc::clone(&client));
+                self.reply(Reply::Reconnected);
+                if let Some(subscription) = &self.subscription {
+                    self.resubscribe(subscription.session_id.clone(), subscription.last_seq);
+                }
+            }
+            Done::Nothing => {}
+            Done::Reply(reply) => self.reply(reply),
+            Done::Attached(info, stream) => {
+                self.subscription = Some(Subscription {
+                    session_id: info.id.clone(),
+                    stream: Some(stream),
+                    last_seq: 0,
+                });
+                self.reply(Reply::Attached(info));
+            }
+            Done::Resubscribed(session_id, stream) => {
+                if let Some(subscription) = &mut self.subscription
+                    && subscription.session_id == session_id
+                {
+                    subscription.stream = Some(stream);
+                }
+            }
+            Done::Failed(action, error) => {
+                if matches!(error, ClientError::Transport(_)) {
+                    self.connection_lost(describe(&error));
+                }
+                self.reply(Reply::Failed {
+                    action,
+                    message: describe(&error),
+                    code: error.rpc_code(),
+                });
+            }
+        }
+    }
+
+    fn event(&mut self, event: Option<Result<Event, ClientError>>) {
+        let Some(subscription) = &mut self.subscription else {
+            return;
+        };
+        match event {
+            None => self.connection_lost("the connection to cwcoded closed".to_owned()),
+            Some(Err(error)) => {
+                // One event this build cannot read (a newer daemon?) should not end the session.
+                self.reply(Reply::Notice(format!("skipped an event: {error}")));
+            }
+            Some(Ok(event)) => {
+                if let EventKind::SubscriptionEnded { reason } = &event.kind {
+                    // `seq` is the last event this subscription delivered: resume right after.
+                    subscription.stream = None;
+                    let session_id = subscription.session_id.clone();
+                    self.reply(Reply::Notice(format!(
+                        "the event stream was dropped ({reason}); resumed without losing events"
+                    )));
+                    self.resubscribe(session_id, event.seq);
+                    return;
+                }
+                subscription.last_seq = event.seq;
+                self.reply(Reply::Event(event));
+            }
+        }
+    }
+
+    fn connection_lost(&mut self, reason: String) {
+        if self.client.take().is_none() {
+            return;
+        }
+        if let Some(subscription) = &mut self.subscription {
+            subscription.stream = None;
+        }
+        self.reply(Reply::Lost(reason));
+    }
+
+    fn reconnect(&mut self) {
+        self.reconnecting = true;
+        let mut options = self.options.clone();
+        // Coming back is the daemon's to do (systemd, a user): a client that restarted it
+        // would undo a deliberate `cwcode-cli daemon stop`.
+        options.autostart = false;
+        self.calls.push(Box::pin(async move {
+            Done::Reconnected(Client::connect(&options).await.ok())
+        }));
+    }
+
+    fn resubscribe(&mut self, session_id: String, since: u64) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        self.calls.push(Box::pin(async move {
+            match client.subscribe(&session_id, Some(since)).await {
+                Ok(stream) => Done::Resubscribed(session_id, stream),
+                Err(error) => Done::Failed(Action::Open, error),
+            }
+        }));
+    }
+}
+
+fn action_of(request: &Request) -> Action {
+    match request {
+        Request::ListSessions => Action::ListSessions,
+        Request::Open(_) => Action::Open,
+        Request::Send { .. } => Action::Send,
+        Request::Cancel { .. } => Action::Cancel,
+        Request::SetMode { .. } => Action::SetMode,
+        Request::Respond(params) => Action::Respond {
+            request_id: params.request_id.clone(),
+        },
+        Request::ListProfiles => Action::ListProfiles,
+    }
+}
+
+async fn perform(client: &Client, request: Request) -> Result<Done, ClientError> {
+    let reply = match request {
+        Request::ListSessions => Reply::Sessions(client.list_sessions().await?),
+        Request::Open(open) => {
+            let info = match open {
+                Open::New(params) => client.create_session(&params).await?,
+                Open::Existing(id) => client.get_session(&id).await?,
+            };
+            // The whole journal, then live events: the transcript is complete on attach.
+            let stream = client.subscribe(&info.id, Some(0)).await?;
+            return Ok(Done::Attached(info, stream));
+        }
+        Request::Send { session_id, text } => {
+            // The events say what became of it (started or queued).
+            client.send(&session_id, &text).await?;
+            return Ok(Done::Nothing);
+        }
+        Request::Cancel { session_id } => {
+            Reply::Cancelled(client.cancel(&session_id).await?.cancelled)
+        }
+        Request::SetMode { session_id, mode } => {
+            Reply::ModeSet(client.set_mode(&session_id, mode).await?)
+        }
+        Request::Respond(params) => {
+            // ApprovalResolved reaches every attached client, this one included.
+            client.respond_approval(&params).await?;
+            return Ok(Done::Nothing);
+        }
+        Request::ListProfiles => Reply::Profiles(client.list_profiles().await?),
+    };
+    Ok(Done::Reply(reply))
+}
+
+/// The daemon's own words for an RPC error (they say what to fix); the full text otherwise.
+pub fn describe(error: &ClientError) -> String {
+    match error {
+        ClientError::Rpc { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}

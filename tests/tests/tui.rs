@@ -1,0 +1,397 @@
+//! The terminal client end to end: the real `cwcode` in tmux, driven with `send-keys` and read
+//! with `capture-pane`, against a real cwcoded and the fake provider. Needs tmux.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cwcode_protocol::{EventKind, Mode};
+use cwcode_tests::fake_provider::{FakeProvider, anchor, last_tool_result, text, tool_calls};
+use cwcode_tests::{Home, bin, wait_for_event};
+use serde_json::json;
+
+const ORIGINAL: &str = "fn main() {\n    println!(\"hello\");\n}\n";
+const EDITED: &str = "fn main() {\n    println!(\"edited\");\n}\n";
+/// How long a screen may take to show what a step expects.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// `cwcode`, built once per test process (the harness builds only the daemon and the CLI).
+fn cwcode() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let mut build = Command::new(env!("CARGO"));
+            build.args(["build", "--quiet", "-p", "cwcode-tui"]);
+            if !cfg!(debug_assertions) {
+                build.arg("--release");
+            }
+            let status = build
+                .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+                .status()
+                .expect("run cargo build");
+            assert!(status.success(), "building cwcode failed");
+            bin("cwcode")
+        })
+        .clone()
+}
+
+/// A tmux server of our own (its socket in the test's home), so no other tmux is touched;
+/// killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    /// A 120×40 session whose first window runs a shell in `dir` with CWCODE_HOME set.
+    fn start(home: &Home, dir: &Path) -> Self {
+        let tmux = Self {
+            socket: home.dir.path().join("tmux.sock"),
+        };
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "tui",
+            "-c",
+            dir.to_str().unwrap(),
+        ]);
+        tmux.shell_env(home, "tui:0");
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let output = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux (is it installed?)");
+        assert!(
+            output.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn shell_env(&self, home: &Home, target: &str) {
+        let home_dir = home.paths.home.to_str().unwrap();
+        self.type_line(
+            target,
+            &format!("export CWCODE_HOME={home_dir}; unset CWCODE_SOCKET; clear"),
+        );
+    }
+
+    fn new_window(&self, home: &Home, dir: &Path) -> String {
+        self.run(&["new-window", "-t", "tui", "-c", dir.to_str().unwrap()]);
+        let target = "tui:1".to_owned();
+        self.shell_env(home, &target);
+        target
+    }
+
+    /// Types text as keystrokes (not as a paste), then nothing else.
+    fn type_text(&self, target: &str, text: &str) {
+        self.run(&["send-keys", "-t", target, "-l", text]);
+    }
+
+    fn type_line(&self, target: &str, text: &str) {
+        self.type_text(target, text);
+        self.keys(target, &["Enter"]);
+    }
+
+    /// Named keys: Enter, BTab (Shift+Tab), C-c, …
+    fn keys(&self, target: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", target];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn screen(&self, target: &str) -> String {
+        self.run(&["capture-pane", "-p", "-t", target])
+    }
+
+    /// Waits until the screen shows every one of `needles`; returns it.
+    async fn wait_for(&self, target: &str, needles: &[&str]) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen(target);
+            if needles.iter().all(|needle| screen.contains(needle)) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the screen of {target} never showed {needles:?}; it shows:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+fn the_session(home: &Home) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(home.paths.sessions_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "one session expected: {ids:?}");
+    ids.remove(0)
+}
+
+/// The status line: the last row of the screen.
+fn status_line(screen: &str) -> &str {
+    screen.trim_end().lines().last().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
+    let cwcode = cwcode();
+    let cwcode = cwcode.to_str().unwrap();
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    std::fs::write(home.workspace.join("main.rs"), ORIGINAL).unwrap();
+    provider
+        .reply(text("Hello from the fake model."))
+        .reply(tool_calls(&[(
+            "call_read",
+            "read_file",
+            json!({"path": "main.rs"}),
+        )]))
+        .then(|request| {
+            let (line, hash) = anchor(&last_tool_result(request), 2);
+            tool_calls(&[(
+                "call_edit",
+                "edit_lines",
+                json!({"path": "main.rs", "edits": [
+                    {"line": line, "hash": hash, "new_text": "    println!(\"edited\");"}
+                ]}),
+            )])
+        })
+        .reply(text("I changed the greeting."))
+        .reply(text("Both windows see this."))
+        .reply(text("Still here after the other left."));
+
+    let tmux = Tmux::start(&home, &home.workspace);
+    let first = "tui:0";
+    // No session in this directory yet: plain `cwcode` starts one.
+    tmux.type_line(first, cwcode);
+    let screen = tmux.wait_for(first, &["● connected", " CODE "]).await;
+    assert!(screen.contains("fake · fake-model"), "{screen}");
+    let session = the_session(&home);
+
+    // A prompt, and its answer streamed in.
+    tmux.type_text(first, "say hello");
+    tmux.keys(first, &["Enter"]);
+    let screen = tmux
+        .wait_for(first, &["Hello from the fake model.", "✓ turn 1 completed"])
+        .await;
+    assert!(screen.contains("› say hello"), "{screen}");
+    assert!(status_line(&screen).contains("cache 64%"), "{screen}");
+
+    // An edit waits for approval, its diff on screen; `y` lets it run.
+    tmux.type_text(first, "change the greeting");
+    tmux.keys(first, &["Enter"]);
+    let screen = tmux
+        .wait_for(first, &["? allow edit_lines", "waiting for your approval"])
+        .await;
+    assert!(screen.contains("edit_lines main.rs +1 -1"), "{screen}");
+    assert!(
+        screen.contains("2 -     println!(\"hello\");"),
+        "the old line is shown: {screen}"
+    );
+    assert!(
+        screen.contains("2 +     println!(\"edited\");"),
+        "the new line is shown: {screen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.workspace.join("main.rs")).unwrap(),
+        ORIGINAL,
+        "nothing is written before the approval"
+    );
+    tmux.keys(first, &["y"]);
+    tmux.wait_for(first, &["I changed the greeting.", "✓ turn 2 completed"])
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(home.workspace.join("main.rs")).unwrap(),
+        EDITED
+    );
+
+    // Shift+Tab cycles the mode: code → yolo → plan, in the daemon too.
+    tmux.keys(first, &["BTab"]);
+    tmux.wait_for(first, &[" YOLO ", "mode is now yolo"]).await;
+    wait_for_event(&home, &session, |kind| {
+        matches!(kind, EventKind::ModeChanged { mode: Mode::Yolo })
+    });
+    tmux.keys(first, &["BTab"]);
+    tmux.wait_for(first, &[" PLAN ", "mode is now plan"]).await;
+
+    // Detach: the program leaves, the session stays.
+    tmux.type_line(first, "/detach");
+    let screen = tmux
+        .wait_for(first, &["detached: session", "keeps running in cwcoded"])
+        .await;
+    assert!(screen.contains(&session), "{screen}");
+    let listed = home.cli_ok(&["ls"]);
+    assert!(listed.contains(&session[..12]), "{listed}");
+
+    // A second window reattaches through the picker and sees the whole transcript.
+    let second = tmux.new_window(&home, &home.workspace);
+    tmux.type_line(&second, cwcode);
+    tmux.wait_for(&second, &["Pick a session", &session[..12]])
+        .await;
+    tmux.keys(&second, &["Enter"]);
+    let screen = tmux
+        .wait_for(
+            &second,
+            &[
+                "› say hello",
+                "Hello from the fake model.",
+                "› change the greeting",
+                "● edit_lines main.rs +1 -1",
+                "I changed the greeting.",
+                "mode is now yolo",
+                "mode is now plan",
+                " PLAN ",
+            ],
+        )
+        .await;
+    assert!(
+        !screen.contains("waiting for your approval"),
+        "the answered approval is not asked again: {screen}"
+    );
+
+    // Two terminals on one session see the same live stream.
+    tmux.type_line(first, &format!("{cwcode} --continue"));
+    tmux.wait_for(first, &["I changed the greeting.", " PLAN "])
+        .await;
+    tmux.type_text(&second, "are you there?");
+    tmux.keys(&second, &["Enter"]);
+    tmux.wait_for(&second, &["Both windows see this."]).await;
+    tmux.wait_for(first, &["› are you there?", "Both windows see this."])
+        .await;
+
+    // Closing one changes nothing for the other.
+    tmux.keys(first, &["C-c", "C-c"]);
+    tmux.wait_for(first, &["detached: session"]).await;
+    tmux.type_text(&second, "and now?");
+    tmux.keys(&second, &["Enter"]);
+    let screen = tmux
+        .wait_for(&second, &["Still here after the other left."])
+        .await;
+    assert!(status_line(&screen).contains("● connected"), "{screen}");
+}
+
+/// Startup to first frame, whole process, in a pseudo-terminal (`script`): from spawning
+/// `cwcode --new` to the first frame's bytes, and to the frame with the attached session's
+/// input; beside `cwcode --version` in the same terminal set-up as the reference. Prints the
+/// figures for BENCHMARKS.md.
+///
+/// Run: `cargo test -p cwcode-tests --test tui -- --ignored --nocapture startup`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a test"]
+async fn startup_to_first_frame() {
+    const RUNS: usize = 20;
+    let cwcode = cwcode();
+    let home = Home::new("http://127.0.0.1:9/v1");
+    let _daemon = home.start_daemon();
+    let mut version = Vec::new();
+    let mut first_frame = Vec::new();
+    let mut attached = Vec::new();
+    for _ in 0..RUNS {
+        // The first output of a program that only prints: the floor of starting one at all.
+        version.push(in_pty(&home, &cwcode, "--version", &["cwcode"])[0]);
+        // The header is drawn in the very first frame; the `›` of the input only once a
+        // session is open.
+        let marks = in_pty(&home, &cwcode, "--new", &["cwcode", "›"]);
+        first_frame.push(marks[0]);
+        attached.push(marks[1]);
+    }
+    let median = |samples: &mut Vec<Duration>| {
+        samples.sort();
+        samples[samples.len() / 2].as_secs_f64() * 1e3
+    };
+    let p95 = |samples: &mut Vec<Duration>| {
+        samples.sort();
+        samples[(samples.len() - 1) * 95 / 100].as_secs_f64() * 1e3
+    };
+    let reference = median(&mut version);
+    for (name, samples) in [
+        ("first frame", &mut first_frame),
+        ("session attached", &mut attached),
+    ] {
+        let value = median(samples);
+        println!(
+            "{name:<18} median {value:>7.2} ms  p95 {:>7.2} ms  reference (`cwcode --version` prints) {reference:>6.2} ms  ratio {:.2}×",
+            p95(samples),
+            value / reference
+        );
+    }
+}
+
+/// Runs `cwcode ARG` in a 120×40 pseudo-terminal and returns when each marker first appeared
+/// in its output; then quits it with Ctrl+C twice.
+fn in_pty(home: &Home, cwcode: &Path, arg: &str, markers: &[&str]) -> Vec<Duration> {
+    let command = format!("stty cols 120 rows 40; exec {} {arg}", cwcode.display());
+    let start = Instant::now();
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .current_dir(&home.workspace)
+        .env("CWCODE_HOME", &home.paths.home)
+        .env_remove("CWCODE_SOCKET")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run script (util-linux)");
+    let mut stdout = child.stdout.take().unwrap();
+    let (chunks_tx, chunks_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 65536];
+        while let Ok(read) = stdout.read(&mut buffer) {
+            if read == 0
+                || chunks_tx
+                    .send((Instant::now(), buffer[..read].to_vec()))
+                    .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut marks = Vec::new();
+    while marks.len() < markers.len() {
+        let (at, chunk) = chunks_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("cwcode drew nothing");
+        seen.extend_from_slice(&chunk);
+        let text = String::from_utf8_lossy(&seen);
+        while marks.len() < markers.len() && text.contains(markers[marks.len()]) {
+            marks.push(at.duration_since(start));
+        }
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    // A program that already exited has closed the terminal: nothing to quit then.
+    let _ = std::io::Write::write_all(&mut stdin, b"\x03\x03");
+    drop(stdin);
+    child.wait().unwrap();
+    marks
+}
