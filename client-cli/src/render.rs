@@ -177,6 +177,9 @@ impl Renderer {
             EventKind::RewindUndone { result } => {
                 format!("· undid the rewind to before prompt {}", result.turn)
             }
+            EventKind::FilesChanged { paths, .. } => {
+                format!("· changed on disk since read: {}", paths.join(", "))
+            }
             EventKind::ModeNotice { .. }
             | EventKind::Unknown
             | EventKind::StatusChanged { .. }

@@ -78,6 +78,12 @@ pub enum EventKind {
         mode: Mode,
         text: String,
     },
+    /// Files the model had read changed on disk since (another program or person edited them);
+    /// the model sees `text` as a user message before its next request.
+    FilesChanged {
+        paths: Vec<String>,
+        text: String,
+    },
     /// The turn stopped because one call kept failing, or changing nothing, the same way.
     StormBroken {
         tool: String,

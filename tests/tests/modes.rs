@@ -131,3 +131,62 @@ async fn a_model_repeating_a_failing_call_is_stopped_after_exactly_three() {
     });
     assert!(explained);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_changed_by_another_hand_is_announced_and_a_stale_edit_says_so() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    let file = home.workspace.join("notes.txt");
+    std::fs::write(&file, "first\nsecond\n").unwrap();
+    let edited_by_user = file.clone();
+    provider
+        .reply(tool_calls(&[("r", "read_file", json!({"path": "notes.txt"}))]))
+        .then(move |request| {
+            // Someone edits the file while the model is thinking.
+            std::fs::write(&edited_by_user, "first\nSECOND, by hand\n").unwrap();
+            assert!(last_tool_result(request).contains("2:"), "the model saw the anchors");
+            tool_calls(&[("l", "ls", json!({}))])
+        })
+        .then(|_| {
+            tool_calls(&[(
+                "e",
+                "edit_lines",
+                json!({"path": "notes.txt", "edits": [{"line": 2, "hash": "aaa", "new_text": "mine"}]}),
+            )])
+        })
+        .reply(text("I will read it again."));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "edit notes", "--wait"]);
+
+    let requests = provider.requests();
+    let notice = requests[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        notice.contains("Changed on disk") && notice.contains("notes.txt"),
+        "{notice}"
+    );
+    let stale = last_tool_result(&requests[3]);
+    assert!(
+        stale.contains("changed on disk since you last read it"),
+        "{stale}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "first\nSECOND, by hand\n",
+        "the hand edit is kept"
+    );
+    assert!(
+        home.journal(&id)
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::FilesChanged { .. }))
+    );
+}

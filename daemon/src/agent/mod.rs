@@ -256,6 +256,36 @@ fn record(
     Ok(())
 }
 
+/// Tells the model which files it read have changed on disk since, so it reads them again
+/// instead of acting on what it remembers.
+fn announce_changed_files(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+) -> Result<(), JournalError> {
+    let changed = env
+        .tools
+        .reads
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take_changed();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let paths: Vec<String> = changed
+        .iter()
+        .map(|path| env.tools.workspace.display(path))
+        .collect();
+    let text = format!(
+        "[cwcode] Changed on disk since you last read them: {}. Read them again before editing.",
+        paths.join(", ")
+    );
+    record(
+        &env.log,
+        conversation,
+        EventKind::FilesChanged { paths, text },
+    )
+}
+
 /// Tells the model when the mode crossed the plan boundary since it was last told.
 fn announce_mode(
     env: &TurnEnv,
@@ -291,6 +321,7 @@ async fn converse(
     loop {
         let mode = env.mode();
         announce_mode(env, conversation, mode)?;
+        announce_changed_files(env, conversation)?;
         let provider = provider_for(env, conversation);
         if needs_compaction(&provider, conversation, &env.offered_tools(mode))
             && let Err(reason) = compact(env, conversation, CompactScope::BeforeCurrentTurn).await?

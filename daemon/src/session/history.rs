@@ -82,6 +82,9 @@ impl Conversation {
                 }
                 return;
             }
+            EventKind::FilesChanged { text, .. } => Message::User {
+                content: text.clone(),
+            },
             EventKind::ModeNotice { mode, text } => {
                 self.plan_announced = *mode == Mode::Plan;
                 Message::User {

@@ -411,6 +411,12 @@ fn stale_error(
             count => format!("{count} anchors are"),
         }
     );
+    if ledger.changed_since_read(path) {
+        let _ = writeln!(
+            message,
+            "`{shown_as}` changed on disk since you last read it (another program or person edited it)."
+        );
+    }
     for problem in stale {
         let _ = writeln!(message, "- {}", problem.message);
     }

@@ -14,7 +14,7 @@ mod registry;
 mod todo_write;
 mod write_file;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -89,6 +89,27 @@ pub type OutputSink = Arc<dyn Fn(&str) + Send + Sync>;
 #[derive(Debug, Default)]
 pub struct ReadLedger {
     files: BTreeMap<PathBuf, BTreeMap<usize, String>>,
+    /// Each file's size and modification time when a tool last read or wrote it, to notice
+    /// when another hand changes it.
+    stamps: BTreeMap<PathBuf, FileStamp>,
+    /// Files found changed on disk since the model last read them.
+    changed: BTreeSet<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<Self> {
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(Self {
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+        })
+    }
 }
 
 impl ReadLedger {
@@ -100,18 +121,56 @@ impl ReadLedger {
         total_lines: usize,
         shown: impl IntoIterator<Item = (usize, String)>,
     ) {
+        self.stamp(&path);
+        self.changed.remove(&path);
         let lines = self.files.entry(path).or_default();
         lines.retain(|line, _| *line <= total_lines);
         lines.extend(shown);
+    }
+
+    fn stamp(&mut self, path: &Path) {
+        match FileStamp::of(path) {
+            Some(stamp) => {
+                self.stamps.insert(path.to_owned(), stamp);
+            }
+            None => {
+                self.stamps.remove(path);
+            }
+        }
+    }
+
+    /// Files that changed on disk since a tool last read or wrote them, each reported once.
+    /// What was displayed of them is forgotten: its anchors no longer hold.
+    pub fn take_changed(&mut self) -> Vec<PathBuf> {
+        let changed: Vec<PathBuf> = self
+            .stamps
+            .iter()
+            .filter(|(path, stamp)| FileStamp::of(path) != Some(**stamp))
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in &changed {
+            self.stamp(path);
+            self.files.remove(path);
+            self.changed.insert(path.clone());
+        }
+        changed
+    }
+
+    /// Whether the file changed on disk since the model last read it.
+    pub fn changed_since_read(&self, path: &Path) -> bool {
+        self.changed.contains(path)
     }
 
     pub fn shown(&self, path: &Path, line: usize) -> Option<&str> {
         self.files.get(path)?.get(&line).map(String::as_str)
     }
 
-    /// Forgets a file, after an edit rewrote it.
+    /// Forgets what was displayed of a file after a tool rewrote it; the model knows what it
+    /// wrote, so later changes by another hand are still noticed.
     pub fn forget(&mut self, path: &Path) {
         self.files.remove(path);
+        self.changed.remove(path);
+        self.stamp(path);
     }
 }
 
