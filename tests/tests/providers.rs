@@ -1,0 +1,54 @@
+//! Provider behaviour through the real daemon: the reasoning switch of SPEC §6.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+use cwcode_tests::Home;
+use cwcode_tests::fake_provider::{FakeProvider, Reply, text};
+
+/// What DeepSeek answers a thinking-mode request whose history dropped the reasoning.
+const REASONING_REQUIRED: &str = r#"{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_demands_its_reasoning_back_gets_it_for_the_rest_of_the_session() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    provider
+        .reply(text("first"))
+        .reply(Reply::Status(400, REASONING_REQUIRED.to_owned()))
+        .reply(text("second"))
+        .reply(text("third"));
+    let id = home.new_session("code");
+    home.cli_ok(&["send", &id, "one", "--wait"]);
+    assert_eq!(
+        home.cli_ok(&["send", &id, "two", "--wait"]).trim(),
+        "second",
+        "retried once"
+    );
+    home.cli_ok(&["send", &id, "three", "--wait"]);
+
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 4);
+    let assistant = |request: &serde_json::Value| {
+        request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "assistant")
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        assistant(&requests[1]).get("reasoning_content").is_none(),
+        "stripped by default"
+    );
+    assert_eq!(
+        assistant(&requests[2])["reasoning_content"],
+        "",
+        "kept, empty, after the 400"
+    );
+    assert_eq!(
+        assistant(&requests[3])["reasoning_content"],
+        "",
+        "and for the rest of the session"
+    );
+}
