@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
     ApprovalDecision, ApprovalRespondParams, Client, ConnectOptions, CreateSessionParams,
-    EventKind, Mode, TurnOutcome,
+    EventKind, GoalStartParams, Mode, TurnOutcome,
 };
 
 /// Drive cwcode sessions from the shell and from scripts.
@@ -109,6 +109,14 @@ enum Command {
         #[arg(long, conflicts_with = "turn")]
         undo: bool,
     },
+    /// The goal loop: goals are `- [ ]` lines in the workspace's goals.md; `on` runs turns until
+    /// every box is checked, the cap of cycles is reached, the storm-breaker fires, a budget is
+    /// spent or you say `off`. It lives in the daemon: close every client and it goes on.
+    Goal {
+        id: String,
+        #[command(subcommand)]
+        action: GoalAction,
+    },
     /// Prompt-cache figures per turn: prompt and cached tokens, hit ratio, and how many bytes of
     /// each request repeat the one before (the sticky prefix).
     Cache { id: String },
@@ -135,6 +143,28 @@ enum Command {
         method: String,
         params: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum GoalAction {
+    /// Append `- [ ] TEXT` to goals.md.
+    Add { text: String },
+    /// Start the loop.
+    On {
+        /// Most consecutive cycles (default 20).
+        #[arg(long)]
+        cap: Option<u32>,
+        /// Stop after this many prompt plus completion tokens.
+        #[arg(long)]
+        tokens: Option<u64>,
+        /// Stop after this cost, priced with the profile's table.
+        #[arg(long)]
+        cost: Option<f64>,
+    },
+    /// Stop the loop; a cycle in flight is cancelled.
+    Off,
+    /// State, cycle count, goals done and left, tokens, cost and why it stopped.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]
@@ -320,6 +350,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             if !result.failed.is_empty() {
                 return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Goal { id, action } => {
+            let client = connect(true).await?;
+            let status = match action {
+                GoalAction::Add { text } => client.goal_add(&id, &text).await?,
+                GoalAction::On { cap, tokens, cost } => {
+                    client
+                        .goal_start(&GoalStartParams {
+                            session_id: id.clone(),
+                            cap,
+                            token_budget: tokens,
+                            cost_budget: cost,
+                        })
+                        .await?
+                }
+                GoalAction::Off => client.goal_stop(&id).await?,
+                GoalAction::Status => client.goal_status(&id).await?,
+            };
+            if json {
+                print_json(&status)?;
+            } else {
+                print!("{}", render::goal_status(&status));
             }
         }
         Command::Compact { id } => {

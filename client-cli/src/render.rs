@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 
 use cwcode_protocol::{
     CacheReport, CheckpointInfo, CostReport, DaemonInfo, DoctorReport, Event, EventKind,
-    ProfileInfo, RewindResult, SessionInfo, TodoStatus,
+    GoalStatus, ProfileInfo, RewindResult, SessionInfo, TodoStatus,
 };
 
 pub struct Renderer {
@@ -177,6 +177,13 @@ impl Renderer {
             EventKind::RewindUndone { result } => {
                 format!("· undid the rewind to before prompt {}", result.turn)
             }
+            EventKind::GoalCycleStarted { cycle, cap } => {
+                format!("· goal loop: cycle {cycle} of {cap}")
+            }
+            EventKind::GoalCycleFinished { cycle, done, left } => {
+                format!("· goal loop: cycle {cycle} done; {done} goal(s) done, {left} left")
+            }
+            EventKind::GoalLoopStopped { summary, .. } => format!("· {summary}"),
             EventKind::FilesChanged { paths, .. } => {
                 format!("· changed on disk since read: {}", paths.join(", "))
             }
@@ -436,5 +443,29 @@ pub fn doctor(report: &DoctorReport) -> String {
         "[{}] sandbox: writes confined to the workspace: {status} ({detail}); commands run in their own process group",
         mark(status == "enforced" || status == "partial")
     );
+    out
+}
+
+pub fn goal_status(status: &GoalStatus) -> String {
+    let mut out = format!(
+        "{}\n{} of {} goal(s) done in {}; {} tokens used",
+        status.summary,
+        status.done,
+        status.done + status.left,
+        status.goals_file,
+        status.tokens_used
+    );
+    if status.cost_used > 0.0 {
+        let _ = write!(out, ", cost {:.6}", status.cost_used);
+    }
+    out.push('\n');
+    for goal in &status.goals {
+        let _ = writeln!(
+            out,
+            "  [{}] {}",
+            if goal.done { "x" } else { " " },
+            goal.text
+        );
+    }
     out
 }

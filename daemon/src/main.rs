@@ -27,6 +27,8 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // First, while no other thread exists: taking systemd's socket unsets LISTEN_PID/LISTEN_FDS.
+    let activated = cwcoded::server::activation::inherited_listener()?;
     if args.background {
         // Not a process-group leader when a client spawns us, so this cannot fail; if it does,
         // we only lose protection from the terminal's hangup.
@@ -40,7 +42,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(cwcoded::server::run(paths))?;
+    runtime.block_on(cwcoded::server::run(paths, activated))?;
     Ok(())
 }
 

@@ -299,6 +299,28 @@ impl Client {
         Ok(())
     }
 
+    /// Appends `- [ ] TEXT` to the session's goals.md.
+    pub async fn goal_add(&self, session_id: &str, text: &str) -> Result<GoalStatus, ClientError> {
+        let params = GoalAddParams {
+            session_id: session_id.to_owned(),
+            text: text.to_owned(),
+        };
+        self.call(methods::GOAL_ADD, params).await
+    }
+
+    pub async fn goal_start(&self, params: &GoalStartParams) -> Result<GoalStatus, ClientError> {
+        self.call(methods::GOAL_START, params).await
+    }
+
+    pub async fn goal_stop(&self, session_id: &str) -> Result<GoalStatus, ClientError> {
+        self.call(methods::GOAL_STOP, session_ref(session_id)).await
+    }
+
+    pub async fn goal_status(&self, session_id: &str) -> Result<GoalStatus, ClientError> {
+        self.call(methods::GOAL_STATUS, session_ref(session_id))
+            .await
+    }
+
     pub async fn list_profiles(&self) -> Result<Vec<ProfileInfo>, ClientError> {
         self.call(methods::PROFILE_LIST, serde_json::json!({}))
             .await

@@ -163,6 +163,21 @@ pub enum EventKind {
     RewindUndone {
         result: RewindResult,
     },
+    /// The goal loop starts a cycle: a turn whose prompt lists the unchecked goals.
+    GoalCycleStarted {
+        cycle: u32,
+        cap: u32,
+    },
+    GoalCycleFinished {
+        cycle: u32,
+        done: usize,
+        left: usize,
+    },
+    /// The goal loop ended; `summary` says why, what is left and what it used.
+    GoalLoopStopped {
+        reason: String,
+        summary: String,
+    },
     /// Something failed outside a turn (a compaction, a background task); said plainly.
     Error {
         message: String,

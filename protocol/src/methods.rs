@@ -21,6 +21,10 @@ pub const SESSION_SUBSCRIBE: &str = "session/subscribe";
 pub const SESSION_EVENT: &str = "session/event";
 pub const SESSION_UNSUBSCRIBE: &str = "session/unsubscribe";
 pub const APPROVAL_RESPOND: &str = "approval/respond";
+pub const GOAL_ADD: &str = "goal/add";
+pub const GOAL_START: &str = "goal/start";
+pub const GOAL_STOP: &str = "goal/stop";
+pub const GOAL_STATUS: &str = "goal/status";
 pub const PROFILE_LIST: &str = "profile/list";
 pub const CONFIG_SET_KEY: &str = "config/setKey";
 

@@ -373,3 +373,53 @@ pub struct DoctorReport {
     /// What the sandbox can enforce on this machine (Landlock ABI, process groups, …).
     pub sandbox: serde_json::Value,
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalAddParams {
+    pub session_id: String,
+    pub text: String,
+}
+
+/// Starts the goal loop: consecutive turns until every goal is checked or a limit is hit.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalStartParams {
+    pub session_id: String,
+    /// Most consecutive cycles (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<u32>,
+    /// Stop once the loop's turns used this many prompt plus completion tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// Stop once the loop cost this much, priced with the profile's table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_budget: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalItem {
+    pub text: String,
+    pub done: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalStatus {
+    pub running: bool,
+    pub cycle: u32,
+    pub cap: u32,
+    pub goals_file: String,
+    pub goals: Vec<GoalItem>,
+    pub done: usize,
+    pub left: usize,
+    pub tokens_used: u64,
+    pub cost_used: f64,
+    pub token_budget: Option<u64>,
+    pub cost_budget: Option<f64>,
+    /// Why the last loop ended, in words; `None` while it runs or before it ever ran.
+    pub stop_reason: Option<String>,
+    /// The plain-language account of the loop.
+    pub summary: String,
+}

@@ -83,6 +83,14 @@ impl TurnEnv {
     }
 }
 
+/// How a turn ended, as its `turn_finished` event says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReport {
+    pub outcome: TurnOutcome,
+    pub usage: Usage,
+    pub error: Option<String>,
+}
+
 /// Runs one prompt to its end and journals everything. The conversation is left consistent
 /// whatever happens: every tool call the model made gets a result, even when the turn stops
 /// early.
@@ -91,7 +99,7 @@ pub async fn run_turn(
     conversation: &mut Conversation,
     turn: u32,
     prompt: String,
-) -> Result<TurnOutcome, JournalError> {
+) -> Result<TurnReport, JournalError> {
     begin_turn(&env.log, conversation, turn, prompt.clone())?;
     if let Some(store) = &env.checkpoints
         && let Err(error) = store.begin(turn, prompt).await
@@ -171,7 +179,7 @@ pub fn refuse_turn(
     turn: u32,
     prompt: String,
     reason: String,
-) -> Result<TurnOutcome, JournalError> {
+) -> Result<TurnReport, JournalError> {
     begin_turn(log, conversation, turn, prompt)?;
     finish_turn(
         log,
@@ -203,7 +211,7 @@ fn finish_turn(
     outcome: TurnOutcome,
     usage: Usage,
     error: Option<String>,
-) -> Result<TurnOutcome, JournalError> {
+) -> Result<TurnReport, JournalError> {
     let reason = match outcome {
         TurnOutcome::Interrupted => "not run: the daemon stopped before this call ran",
         _ => "not run: the turn ended before this call ran",
@@ -213,13 +221,17 @@ fn finish_turn(
         turn,
         outcome,
         usage,
-        error,
+        error: error.clone(),
     })?;
     log.publish(EventKind::StatusChanged {
         status: SessionStatus::Idle,
     })?;
     log.sync()?;
-    Ok(outcome)
+    Ok(TurnReport {
+        outcome,
+        usage,
+        error,
+    })
 }
 
 /// Gives every tool call still without a result one that says it did not run: providers reject

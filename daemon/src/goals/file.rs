@@ -6,11 +6,14 @@ use std::fs::Permissions;
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 /// Written above the first goal when `append` creates the file; an HTML comment, so it does not
 /// show when the Markdown is rendered.
 const HEADER: &str = "# Goals\n\n<!-- cwcode's goal loop works on every unchecked `- [ ]` item \
                       and checks it (`- [x]`) when done. Edit this file freely. -->\n\n";
+
+static APPENDING: Mutex<()> = Mutex::new(());
 
 /// How often `append` starts over because the file changed under it before giving up.
 const ATTEMPTS: usize = 5;
@@ -166,6 +169,9 @@ pub fn append(path: &Path, text: &str) -> Result<(), GoalsError> {
 /// read again: the moment a hand edit would slip in, which the tests use to make one.
 fn append_with(path: &Path, text: &str, mut meanwhile: impl FnMut()) -> Result<(), GoalsError> {
     let goal = goal_text(text).ok_or(GoalsError::EmptyGoal)?;
+    // Two appends racing in the daemon (two clients adding goals at once) could both pass the
+    // re-read and the second rename would drop the first goal; one at a time, none is lost.
+    let _one_at_a_time = APPENDING.lock().unwrap_or_else(PoisonError::into_inner);
     let target = match std::fs::canonicalize(path) {
         Ok(target) => target,
         Err(error) if error.kind() == io::ErrorKind::NotFound => path.to_owned(),
@@ -501,6 +507,23 @@ Some notes the user keeps here.
             std::fs::read_to_string(&path).unwrap(),
             "- [ ] theirs\n- [ ] mine\n"
         );
+    }
+
+    #[test]
+    fn goals_added_at_once_by_several_clients_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        std::thread::scope(|scope| {
+            for client in 0..4 {
+                let path = &path;
+                scope.spawn(move || {
+                    for index in 0..10 {
+                        append(path, &format!("goal {client}.{index}")).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(GoalList::load(&path).unwrap().left_count(), 40);
     }
 
     #[test]

@@ -271,7 +271,7 @@ impl LoopState {
         text
     }
 
-    fn reason_text(&self, reason: &StopReason) -> String {
+    pub fn reason_text(&self, reason: &StopReason) -> String {
         match reason {
             StopReason::AllDone => "every goal is done".to_owned(),
             StopReason::CapReached => {

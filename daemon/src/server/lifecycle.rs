@@ -35,11 +35,14 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
 pub struct Instance {
     _lock: File,
     pid_file: PathBuf,
-    socket: PathBuf,
+    /// The socket file to remove on exit; `None` when systemd owns it (socket activation).
+    socket: Option<PathBuf>,
 }
 
 impl Instance {
-    pub fn acquire(paths: &Paths) -> Result<Self, StartError> {
+    /// `owns_socket` is false under socket activation: the socket file is systemd's, so it is
+    /// neither removed as stale here nor on exit.
+    pub fn acquire(paths: &Paths, owns_socket: bool) -> Result<Self, StartError> {
         create_private_dir(&paths.home)?;
         create_private_dir(&paths.logs_dir())?;
         create_private_dir(&paths.sessions_dir())?;
@@ -60,10 +63,14 @@ impl Instance {
             });
         }
         // We hold the lock, so a socket file left here belongs to a daemon that died.
-        match std::fs::remove_file(&paths.socket) {
-            Ok(()) => tracing::info!(socket = %paths.socket.display(), "removed a stale socket"),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(io_error(&paths.socket)(error)),
+        if owns_socket {
+            match std::fs::remove_file(&paths.socket) {
+                Ok(()) => {
+                    tracing::info!(socket = %paths.socket.display(), "removed a stale socket");
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(io_error(&paths.socket)(error)),
+            }
         }
         let pid_file = paths.pid_file();
         let mut file = File::create(&pid_file).map_err(io_error(&pid_file))?;
@@ -71,14 +78,20 @@ impl Instance {
         Ok(Self {
             _lock: lock,
             pid_file,
-            socket: paths.socket.clone(),
+            socket: owns_socket.then(|| paths.socket.clone()),
         })
+    }
+
+    pub fn owns_socket(&self) -> bool {
+        self.socket.is_some()
     }
 }
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
+        if let Some(socket) = &self.socket {
+            let _ = std::fs::remove_file(socket);
+        }
         let _ = std::fs::remove_file(&self.pid_file);
     }
 }
@@ -101,14 +114,14 @@ mod tests {
     fn a_second_instance_is_refused_and_files_are_cleaned_up() {
         let dir = tempfile::tempdir().unwrap();
         let paths = Paths::new(dir.path().join("home"), None);
-        let first = Instance::acquire(&paths).unwrap();
+        let first = Instance::acquire(&paths, true).unwrap();
         let mode = std::fs::metadata(&paths.home).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        let error = Instance::acquire(&paths).err().unwrap();
+        let error = Instance::acquire(&paths, true).err().unwrap();
         assert!(error.to_string().contains("already running"), "{error}");
         drop(first);
         assert!(!paths.pid_file().exists());
-        Instance::acquire(&paths).unwrap();
+        Instance::acquire(&paths, true).unwrap();
     }
 
     #[test]
@@ -117,7 +130,7 @@ mod tests {
         let paths = Paths::new(dir.path().join("home"), None);
         std::fs::create_dir_all(&paths.home).unwrap();
         std::fs::write(&paths.socket, b"").unwrap();
-        let _instance = Instance::acquire(&paths).unwrap();
+        let _instance = Instance::acquire(&paths, true).unwrap();
         assert!(!paths.socket.exists());
     }
 }

@@ -44,9 +44,15 @@ pub enum ServeError {
 
 /// Runs the daemon until SIGTERM, SIGINT or `daemon/shutdown`, then drains: running turns end
 /// as interrupted, journals are flushed, and the socket and pid files are removed.
-pub async fn run(paths: Paths) -> Result<(), ServeError> {
+/// `activated` is the socket systemd passed (see `activation`); without it the daemon binds
+/// `paths.socket` itself.
+pub async fn run(
+    paths: Paths,
+    activated: Option<std::os::unix::net::UnixListener>,
+) -> Result<(), ServeError> {
     let started = Instant::now();
-    let instance = Instance::acquire(&paths)?;
+    // Under socket activation systemd owns the socket file: never remove it.
+    let instance = Instance::acquire(&paths, activated.is_none())?;
     let providers =
         Pool::load(paths.config()).map_err(|error| ServeError::Config(error.to_string()))?;
     let shared = Arc::new(Shared {
@@ -64,8 +70,19 @@ pub async fn run(paths: Paths) -> Result<(), ServeError> {
     });
     let methods =
         rpc::module(Arc::clone(&daemon)).map_err(|error| ServeError::Api(error.to_string()))?;
-    let listener = bind(&paths)?;
-    tracing::info!(socket = %paths.socket.display(), pid = std::process::id(), "cwcoded listening");
+    let listener = match activated {
+        Some(listener) => UnixListener::from_std(listener).map_err(|source| ServeError::Bind {
+            path: paths.socket.display().to_string(),
+            source,
+        })?,
+        None => bind(&paths)?,
+    };
+    tracing::info!(
+        socket = %paths.socket.display(),
+        pid = std::process::id(),
+        socket_activated = !instance.owns_socket(),
+        "cwcoded listening"
+    );
 
     let health = ProxyGetRequestLayer::new([(methods::HEALTH_PATH, methods::DAEMON_INFO)])
         .map_err(|error| ServeError::Api(error.to_string()))?;

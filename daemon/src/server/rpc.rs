@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use cwcode_protocol::{
     ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, DoctorReport, ErrorCode,
-    Event, EventKind, RewindParams, SendParams, SessionRef, SetKeyParams, SetModeParams,
-    SubscribeParams, methods,
+    Event, EventKind, GoalAddParams, GoalStartParams, RewindParams, SendParams, SessionRef,
+    SetKeyParams, SetModeParams, SubscribeParams, methods,
 };
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
@@ -38,6 +38,7 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         SessionError::ShuttingDown => ErrorCode::ShuttingDown,
         SessionError::Busy => ErrorCode::SessionBusy,
         SessionError::Checkpoint(_) => ErrorCode::Checkpoint,
+        SessionError::Goals(_) => ErrorCode::Goals,
         SessionError::Journal(_) | SessionError::Write(_) | SessionError::Io { .. } => {
             ErrorCode::Storage
         }
@@ -167,6 +168,26 @@ pub fn module(
                 )
             })?;
         Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
+    })?;
+    module.register_method(methods::GOAL_ADD, |params, daemon, _| {
+        let params: GoalAddParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.goal_add(&params.text).map_err(rpc_error)
+    })?;
+    module.register_method(methods::GOAL_START, |params, daemon, _| {
+        let params: GoalStartParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.goal_start(params).map_err(rpc_error)
+    })?;
+    module.register_method(methods::GOAL_STOP, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.goal_stop().map_err(rpc_error)
+    })?;
+    module.register_method(methods::GOAL_STATUS, |params, daemon, _| {
+        let params: SessionRef = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.goal_status().map_err(rpc_error)
     })?;
     module.register_method(methods::PROFILE_LIST, |_, daemon, _| {
         Ok::<_, ErrorObjectOwned>(daemon.shared.providers.profiles())

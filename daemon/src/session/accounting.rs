@@ -1,6 +1,8 @@
 //! Token and cost accounting from the journal: what `/cache` and `/cost` show.
 
-use cwcode_protocol::{CacheReport, CostReport, Event, EventKind, PriceTable, TurnCache, TurnCost};
+use cwcode_protocol::{
+    CacheReport, CostReport, Event, EventKind, PriceTable, TurnCache, TurnCost, Usage,
+};
 
 fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -53,28 +55,39 @@ pub fn cache_report(session_id: &str, events: &[Event]) -> CacheReport {
     report
 }
 
+/// What `usage` costs at `prices` (per million tokens): cached prompt tokens at the hit price,
+/// the rest of the prompt at the miss price, completion at the output price.
+pub fn price(turn: u32, usage: &Usage, prices: &PriceTable) -> TurnCost {
+    let per_token = |tokens: u64, price_per_million: f64| tokens as f64 * price_per_million / 1e6;
+    let input_hit = per_token(usage.cached_tokens, prices.input_hit);
+    let input_miss = per_token(
+        usage.prompt_tokens.saturating_sub(usage.cached_tokens),
+        prices.input_miss,
+    );
+    let output = per_token(usage.completion_tokens, prices.output);
+    TurnCost {
+        turn,
+        input_hit,
+        input_miss,
+        output,
+        total: input_hit + input_miss + output,
+    }
+}
+
 /// Prices a cache report with a profile's table (per million tokens).
 pub fn cost_report(cache: &CacheReport, profile: &str, prices: Option<PriceTable>) -> CostReport {
-    let per_token = |tokens: u64, price_per_million: f64| tokens as f64 * price_per_million / 1e6;
     let turns: Vec<TurnCost> = match prices {
         None => Vec::new(),
         Some(prices) => cache
             .turns
             .iter()
             .map(|turn| {
-                let input_hit = per_token(turn.cached_tokens, prices.input_hit);
-                let input_miss = per_token(
-                    turn.prompt_tokens.saturating_sub(turn.cached_tokens),
-                    prices.input_miss,
-                );
-                let output = per_token(turn.completion_tokens, prices.output);
-                TurnCost {
-                    turn: turn.turn,
-                    input_hit,
-                    input_miss,
-                    output,
-                    total: input_hit + input_miss + output,
-                }
+                let usage = Usage {
+                    prompt_tokens: turn.prompt_tokens,
+                    completion_tokens: turn.completion_tokens,
+                    cached_tokens: turn.cached_tokens,
+                };
+                price(turn.turn, &usage, &prices)
             })
             .collect(),
     };
@@ -90,7 +103,7 @@ pub fn cost_report(cache: &CacheReport, profile: &str, prices: Option<PriceTable
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cwcode_protocol::{RequestStats, Usage};
+    use cwcode_protocol::RequestStats;
 
     fn event(kind: EventKind) -> Event {
         Event {

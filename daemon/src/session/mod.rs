@@ -3,6 +3,7 @@
 
 pub mod accounting;
 pub mod bus;
+pub mod goal_loop;
 pub mod history;
 pub mod journal;
 
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::agent::{self, CompactScope, TurnEnv};
+use crate::goals::{LoopState, StopReason};
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{CheckpointStore, SharedStore, StoreOptions, WriteError, atomic_write};
@@ -63,6 +65,8 @@ pub enum SessionError {
     Busy,
     #[error("{0}")]
     Checkpoint(String),
+    #[error("{0}")]
+    Goals(String),
 }
 
 /// What every session shares with the daemon.
@@ -82,6 +86,7 @@ enum Work {
     Compact,
     Rewind { turn: u32, reply: RewindReply },
     UndoRewind { reply: RewindReply },
+    GoalCycle { cycle: u32 },
 }
 
 struct Control {
@@ -90,6 +95,9 @@ struct Control {
     running: Option<CancellationToken>,
     next_turn: u32,
     queue: Option<mpsc::UnboundedSender<Work>>,
+    /// Set while a goal-loop cycle's turn runs, so that `goal/stop` knows the runner will
+    /// announce the stop.
+    goal_turn_running: bool,
 }
 
 pub struct Session {
@@ -106,6 +114,8 @@ pub struct Session {
     background: Arc<BackgroundProcesses>,
     todos: Arc<TodoList>,
     checkpoints: Option<SharedStore>,
+    goal_state: Mutex<LoopState>,
+    shared: Arc<Shared>,
 }
 
 impl Session {
@@ -117,6 +127,33 @@ impl Session {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    fn goal_state(&self) -> MutexGuard<'_, LoopState> {
+        self.goal_state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues work for the runner.
+    fn enqueue(&self, work: Work) -> Result<(), SessionError> {
+        let control = self.control();
+        let queue = control.queue.as_ref().ok_or(SessionError::ShuttingDown)?;
+        queue.send(work).map_err(|_| SessionError::ShuttingDown)?;
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The session's profile prices, when it has some.
+    fn prices(&self) -> Option<PriceTable> {
+        let profile = self.control().info.profile.clone();
+        self.shared
+            .providers
+            .config()
+            .profile(&profile)
+            .ok()
+            .and_then(|profile| profile.pricing.as_ref())
+            .map(PriceTable::from)
     }
 
     pub fn info(&self) -> SessionInfo {
@@ -364,6 +401,14 @@ fn open_checkpoints(shared: &Shared, session_dir: &Path, workspace: &str) -> Opt
     }
 }
 
+/// The goal loop's saved state; a damaged file is reported and the loop starts afresh.
+fn load_goal_state(session_dir: &Path) -> LoopState {
+    LoopState::load(&goal_loop::state_path(session_dir)).unwrap_or_else(|error| {
+        tracing::error!(%error, "cannot read the goal loop state; it starts afresh");
+        LoopState::default()
+    })
+}
+
 /// The todo list as the journal last recorded it.
 fn last_todos(events: &[Event]) -> Vec<TodoItem> {
     events
@@ -511,7 +556,7 @@ impl Sessions {
         let pending = pending_prompts(&events);
         let next_turn = next_turn(&events);
         let todos = last_todos(&events);
-        Ok(self.start(
+        let session = self.start(
             dir.to_owned(),
             info,
             log,
@@ -519,7 +564,11 @@ impl Sessions {
             next_turn,
             pending,
             todos,
-        ))
+        );
+        if let Err(error) = session.resume_goal_loop() {
+            tracing::error!(session = %session.id, %error, "cannot resume the goal loop");
+        }
+        Ok(session)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -552,12 +601,15 @@ impl Sessions {
                 running: None,
                 next_turn,
                 queue: Some(queue),
+                goal_turn_running: false,
             }),
             in_flight: AtomicU32::new(in_flight),
             runner: Mutex::new(None),
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(todos),
             checkpoints: open_checkpoints(&self.shared, &session_dir, &info.cwd),
+            goal_state: Mutex::new(load_goal_state(&session_dir)),
+            shared: Arc::clone(&self.shared),
         });
         let runner = tokio::spawn(run_prompts(
             Arc::clone(&session),
@@ -684,15 +736,7 @@ impl Sessions {
         let session = self.get(id)?;
         let cache = session.cache_report()?;
         let profile = session.control().info.profile.clone();
-        let prices = self
-            .shared
-            .providers
-            .config()
-            .profile(&profile)
-            .ok()
-            .and_then(|profile| profile.pricing.as_ref())
-            .map(PriceTable::from);
-        Ok(accounting::cost_report(&cache, &profile, prices))
+        Ok(accounting::cost_report(&cache, &profile, session.prices()))
     }
 
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
@@ -792,6 +836,27 @@ async fn run_prompts(
                 let result = session.rewind_now(&mut conversation, None).await;
                 let _ = reply.send(result);
                 Ok(())
+            }
+            (Work::GoalCycle { cycle }, Ok(env)) => {
+                match session.run_goal_cycle(&env, &mut conversation, cycle).await {
+                    Err(SessionError::Journal(error)) => Err(error),
+                    Err(error) => {
+                        report_error(&session.log, format!("the goal loop stopped: {error}"))
+                    }
+                    Ok(()) => Ok(()),
+                }
+            }
+            (Work::GoalCycle { .. }, Err(reason)) => {
+                let stopped = session
+                    .goal_state()
+                    .stop(StopReason::TurnFailed(reason.clone()));
+                if stopped {
+                    let state = session.goal_state().clone();
+                    if let Err(error) = state.save(&goal_loop::state_path(&session.dir)) {
+                        tracing::error!(%error, "cannot save the goal loop state");
+                    }
+                }
+                report_error(&session.log, format!("the goal loop stopped: {reason}"))
             }
         };
         if let Err(error) = outcome {

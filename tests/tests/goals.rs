@@ -1,0 +1,203 @@
+//! The goal loop through the real daemon (SPEC §1, §5): it works through goals.md, honours hand
+//! edits, stops at its cap, needs no client, and survives a daemon restart.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+use std::time::Duration;
+
+use cwcode_protocol::EventKind;
+use cwcode_tests::fake_provider::{FakeProvider, Reply, slowly, text, tool_calls};
+use cwcode_tests::{Home, wait_for_event};
+use serde_json::{Value, json};
+
+/// A model that, given a cycle's prompt, checks the first open goal, then says it did.
+fn worker(request: &Value) -> Reply {
+    let messages = request["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    if last["role"] == "tool" {
+        return text("Checked it off.");
+    }
+    let prompt = last["content"].as_str().unwrap_or_default();
+    let goal = prompt
+        .lines()
+        .skip_while(|line| !line.starts_with("[cwcode goal loop"))
+        .find_map(|line| line.strip_prefix("- "));
+    match goal {
+        Some(goal) => tool_calls(&[(
+            "check",
+            "edit_file",
+            json!({"path": "goals.md", "old_string": format!("- [ ] {goal}"), "new_string": format!("- [x] {goal}")}),
+        )]),
+        None => text("Nothing left."),
+    }
+}
+
+fn status(home: &Home, id: &str) -> Value {
+    serde_json::from_str(&home.cli_ok(&["goal", id, "status", "--json"])).unwrap()
+}
+
+fn wait_for_stop(home: &Home, id: &str) -> String {
+    match wait_for_event(home, id, |kind| {
+        matches!(kind, EventKind::GoalLoopStopped { .. })
+    })
+    .kind
+    {
+        EventKind::GoalLoopStopped { summary, .. } => summary,
+        _ => unreachable!(),
+    }
+}
+
+fn cycles_started(home: &Home, id: &str) -> Vec<u32> {
+    home.journal(id)
+        .into_iter()
+        .filter_map(|event| match event.kind {
+            EventKind::GoalCycleStarted { cycle, .. } => Some(cycle),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_goal_loop_checks_every_box_and_stops_with_no_client_attached() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    for _ in 0..8 {
+        provider.then(worker);
+    }
+    let id = home.new_session("yolo");
+    for goal in ["write the README", "add a licence", "tag the release"] {
+        home.cli_ok(&["goal", &id, "add", goal]);
+    }
+    let started = status(&home, &id);
+    assert_eq!(started["left"], 3);
+    // `on` returns at once: the loop runs in the daemon with nothing attached.
+    home.cli_ok(&["goal", &id, "on"]);
+
+    let summary = wait_for_stop(&home, &id);
+    assert!(summary.contains("all 3 goals are done"), "{summary}");
+    let goals = std::fs::read_to_string(home.workspace.join("goals.md")).unwrap();
+    let checked = goals
+        .lines()
+        .filter(|line| line.starts_with("- [x]"))
+        .count();
+    assert_eq!(checked, 3, "{goals}");
+    let finished = status(&home, &id);
+    assert_eq!(finished["running"], false);
+    assert_eq!(finished["cycle"], 3);
+    assert_eq!(finished["left"], 0);
+    assert!(finished["tokensUsed"].as_u64().unwrap() > 0);
+    assert_eq!(cycles_started(&home, &id), [1, 2, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_that_never_finishes_stops_at_its_cap() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    for _ in 0..5 {
+        provider.reply(text("Still thinking about it."));
+    }
+    let id = home.new_session("yolo");
+    home.cli_ok(&["goal", &id, "add", "solve everything"]);
+    home.cli_ok(&["goal", &id, "on", "--cap", "3"]);
+    let summary = wait_for_stop(&home, &id);
+    assert!(summary.contains("3 cycles"), "{summary}");
+    let stopped = status(&home, &id);
+    assert_eq!(stopped["cycle"], 3);
+    assert!(
+        stopped["stopReason"].as_str().unwrap().contains("cap"),
+        "{stopped}"
+    );
+    assert_eq!(provider.requests().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_edit_of_goals_md_during_the_loop_is_honoured() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    let goals_file = home.workspace.join("goals.md");
+    let by_hand = goals_file.clone();
+    provider.then(move |request| {
+        // While cycle 1 runs, the user checks the third goal themselves and adds a note.
+        let text = std::fs::read_to_string(&by_hand).unwrap();
+        std::fs::write(
+            &by_hand,
+            format!(
+                "{}\nA note of mine.\n",
+                text.replace("- [ ] third", "- [x] third")
+            ),
+        )
+        .unwrap();
+        worker(request)
+    });
+    for _ in 0..6 {
+        provider.then(worker);
+    }
+    let id = home.new_session("yolo");
+    for goal in ["first", "second", "third"] {
+        home.cli_ok(&["goal", &id, "add", goal]);
+    }
+    home.cli_ok(&["goal", &id, "on"]);
+    let summary = wait_for_stop(&home, &id);
+    assert!(summary.contains("all 3 goals are done"), "{summary}");
+    assert_eq!(
+        cycles_started(&home, &id),
+        [1, 2],
+        "the hand-checked goal was never worked on"
+    );
+    let goals = std::fs::read_to_string(&goals_file).unwrap();
+    assert!(
+        goals.contains("A note of mine."),
+        "the hand edit is kept: {goals}"
+    );
+    let prompts: Vec<String> = provider
+        .requests()
+        .iter()
+        .filter_map(|r| {
+            r["messages"].as_array().unwrap().last().unwrap()["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .filter(|content| content.starts_with("[cwcode goal loop, cycle 2"))
+        .collect();
+    assert!(
+        !prompts.is_empty() && !prompts[0].contains("third"),
+        "{prompts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_resumes_after_a_daemon_restart_at_the_next_cycle() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let daemon = home.start_daemon();
+    provider.then(worker).then(worker);
+    // Cycle 2's first answer is slow: the daemon is stopped while it streams.
+    provider.then(|request| slowly(worker(request), Duration::from_millis(400)));
+    for _ in 0..8 {
+        provider.then(worker);
+    }
+    let id = home.new_session("yolo");
+    for goal in ["alpha", "beta", "gamma"] {
+        home.cli_ok(&["goal", &id, "add", goal]);
+    }
+    home.cli_ok(&["goal", &id, "on"]);
+    wait_for_event(&home, &id, |kind| {
+        matches!(kind, EventKind::GoalCycleStarted { cycle: 2, .. })
+    });
+    assert!(daemon.terminate().success());
+    let suspended =
+        std::fs::read_to_string(home.paths.session_dir(&id).join("goal_loop.json")).unwrap();
+    assert!(suspended.contains("\"running\": true"), "{suspended}");
+
+    let _daemon = home.start_daemon();
+    let summary = wait_for_stop(&home, &id);
+    assert!(summary.contains("all 3 goals are done"), "{summary}");
+    let cycles = cycles_started(&home, &id);
+    assert_eq!(cycles[..2], [1, 2]);
+    assert_eq!(
+        cycles[2], 3,
+        "the interrupted cycle counts, the loop goes on at the next: {cycles:?}"
+    );
+}
