@@ -17,6 +17,8 @@ use crate::commands::{self, Candidate, Command, Input};
 use crate::daemon::{Action, Open, Reply, Request};
 use crate::editor::Editor;
 use crate::picker::{Choice, Picker};
+use crate::reports;
+use crate::rewind::RewindPicker;
 use crate::transcript::{Tone, Transcript};
 
 /// Two Ctrl+C presses this close together, on an empty input, quit.
@@ -86,6 +88,8 @@ pub struct App {
     pub transcript: Transcript,
     pub editor: Editor,
     pub picker: Option<Picker>,
+    /// `/rewind`'s list of checkpoints, in place of the input while it is open.
+    pub rewind: Option<RewindPicker>,
     pub approvals: VecDeque<Pending>,
     pub answer: Answer,
     pub completion_selected: usize,
@@ -103,6 +107,8 @@ pub struct App {
     /// The size of the last request: its prompt plus its answer.
     pub context_tokens: u64,
     pub todos: Vec<TodoItem>,
+    /// Whether the todo list is shown above the input (when there is one); `/todo` toggles it.
+    pub show_todos: bool,
     /// The journal's last `seq` at attach time: events up to it are the replay.
     replay_until: u64,
     pub caught_up: bool,
@@ -137,6 +143,7 @@ impl App {
             transcript: Transcript::default(),
             editor: Editor::new(),
             picker: None,
+            rewind: None,
             approvals: VecDeque::new(),
             answer: Answer::Choosing,
             completion_selected: 0,
@@ -150,6 +157,7 @@ impl App {
             completion_tokens: 0,
             context_tokens: 0,
             todos: Vec::new(),
+            show_todos: true,
             replay_until: 0,
             caught_up: false,
             expanded: false,
@@ -272,6 +280,26 @@ impl App {
                     self.show_model();
                 }
             }
+            Reply::Checkpoints(checkpoints) => {
+                if checkpoints.is_empty() {
+                    self.note(
+                        "no checkpoints yet: each prompt gets one, /rewind goes back before it",
+                        Tone::Info,
+                    );
+                } else {
+                    self.rewind = Some(RewindPicker::new(checkpoints));
+                }
+            }
+            Reply::Rewound(result) => self.on_rewound(&result.prompt, result.turn),
+            Reply::RewindUndone(result) => {
+                // The prompt the rewind gave back would now be sent a second time.
+                if self.editor.text().trim() == result.prompt.trim() {
+                    self.editor.take();
+                }
+                self.flash = Some(format!("rewind to before prompt {} undone", result.turn));
+            }
+            Reply::Cache(report) => self.note(reports::cache_table(&report), Tone::Plain),
+            Reply::Cost(report) => self.note(reports::cost_table(&report), Tone::Plain),
             Reply::Failed {
                 action,
                 message,
@@ -316,6 +344,7 @@ impl App {
     fn on_attached(&mut self, info: SessionInfo) {
         self.phase = Phase::Attached;
         self.picker = None;
+        self.rewind = None;
         self.transcript = Transcript::default();
         self.approvals.clear();
         self.answer = Answer::Choosing;
@@ -384,6 +413,22 @@ impl App {
         }
     }
 
+    /// The rewind is done (the files and history are back): prompt `turn`'s text returns to
+    /// the input, to be edited and sent again. A draft there goes to the history, not away.
+    fn on_rewound(&mut self, prompt: &str, turn: u32) {
+        self.rewind = None;
+        let draft = self.editor.take();
+        if !draft.trim().is_empty() && draft != prompt {
+            self.editor.remember(&draft);
+        }
+        self.editor.set_text(prompt);
+        self.completion_selected = 0;
+        self.scroll = None;
+        self.flash = Some(format!(
+            "prompt {turn} is back in the input: edit it and press Enter · /rewind undo reverts"
+        ));
+    }
+
     fn forget_approval(&mut self, request_id: &str) {
         let was_front = self
             .approvals
@@ -408,6 +453,19 @@ impl App {
             }
             Action::ListSessions if self.phase == Phase::Connecting => {
                 self.exit = Some(Exit::Failed(message));
+            }
+            Action::Rewind | Action::UndoRewind => {
+                let message = if code == Some(ErrorCode::SessionBusy.code()) {
+                    // The daemon's advice names cwcode-cli; here it is a key away.
+                    "a turn is running or queued: rewind once it has ended (Esc cancels a running turn)"
+                        .to_owned()
+                } else {
+                    message
+                };
+                match &mut self.rewind {
+                    Some(picker) if action == Action::Rewind => picker.failed(message),
+                    _ => self.note(message, Tone::Error),
+                }
             }
             Action::Respond { request_id } => {
                 if code == Some(ErrorCode::ApprovalNotFound.code()) {
@@ -444,7 +502,7 @@ impl App {
                 .for_each(|c| picker.type_char(c));
         } else if let Answer::Reason(editor) = &mut self.answer {
             editor.paste(text);
-        } else if self.approval().is_none() {
+        } else if self.approval().is_none() && self.rewind.is_none() {
             self.editor.paste(text);
         }
     }
@@ -473,6 +531,7 @@ impl App {
             KeyCode::Home if ctrl => self.scroll = Some(0),
             KeyCode::Char('o') if ctrl => self.expanded = !self.expanded,
             _ if self.approval().is_some() => self.approval_key(key),
+            _ if self.rewind.is_some() => self.rewind_key(key),
             _ => self.input_key(key),
         }
     }
@@ -490,6 +549,9 @@ impl App {
         }
         if matches!(self.answer, Answer::Reason(_)) {
             self.answer = Answer::Choosing;
+            return;
+        }
+        if self.rewind.take().is_some() {
             return;
         }
         if !self.editor.is_empty() {
@@ -574,6 +636,28 @@ impl App {
                 }
                 _ => edit(editor, key),
             },
+        }
+    }
+
+    fn rewind_key(&mut self, key: KeyEvent) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        let Some(picker) = &mut self.rewind else {
+            return;
+        };
+        match key.code {
+            KeyCode::Esc => self.rewind = None,
+            KeyCode::Up => picker.up(),
+            KeyCode::Down | KeyCode::Tab => picker.down(),
+            KeyCode::Home => picker.first(),
+            KeyCode::End => picker.last(),
+            KeyCode::Enter => {
+                if let Some(turn) = picker.choose() {
+                    self.outbox.push(Request::Rewind { session_id, turn });
+                }
+            }
+            _ => {}
         }
     }
 
@@ -700,6 +784,33 @@ impl App {
                     self.show_model();
                 }
             }
+            Command::Checkpoints => self.outbox.push(Request::Checkpoints { session_id }),
+            Command::Rewind(turn) => self.outbox.push(Request::Rewind { session_id, turn }),
+            Command::UndoRewind => self.outbox.push(Request::UndoRewind { session_id }),
+            Command::Compact => {
+                self.outbox.push(Request::Compact { session_id });
+                self.note(
+                    "compacting: the model summarises the older turns (after any queued prompt)…",
+                    Tone::Info,
+                );
+            }
+            Command::Cache => self.outbox.push(Request::Cache { session_id }),
+            Command::Cost => self.outbox.push(Request::Cost { session_id }),
+            Command::Todo if self.todos.is_empty() => self.note(
+                "no todo list: the model keeps one (todo_write) when a task has several steps",
+                Tone::Info,
+            ),
+            Command::Todo => {
+                self.show_todos = !self.show_todos;
+                self.flash = Some(
+                    if self.show_todos {
+                        "todo list shown"
+                    } else {
+                        "todo list hidden: /todo shows it again"
+                    }
+                    .to_owned(),
+                );
+            }
             Command::Sessions => self.outbox.push(Request::ListSessions),
             Command::New => {
                 let current = self.session.as_ref();
@@ -823,10 +934,12 @@ fn edit(editor: &mut Editor, key: KeyEvent) {
 
 #[cfg(test)]
 mod tests {
-    use cwcode_protocol::{Event, TurnOutcome, Usage};
+    use cwcode_protocol::{
+        CacheReport, CostReport, Event, RewindResult, TodoStatus, TurnCache, TurnOutcome, Usage,
+    };
 
     use super::*;
-    use crate::fixtures::{CWD, attached_app, feed, session};
+    use crate::fixtures::{CWD, attached_app, checkpoint, feed, session};
 
     fn press(app: &mut App, code: KeyCode, now: Instant) {
         app.on_key(KeyEvent::new(code, KeyModifiers::NONE), now);
@@ -846,6 +959,33 @@ mod tests {
             call_id: format!("call-{request_id}"),
             tool: "bash".to_owned(),
             arguments: r#"{"command":"rm -rf target"}"#.to_owned(),
+        }
+    }
+
+    /// The transcript as text, a row a line.
+    fn transcript_text(app: &mut App) -> String {
+        let rows = app.transcript.layout(200, false);
+        let lines: Vec<String> = app
+            .transcript
+            .rows(0, rows)
+            .iter()
+            .map(|line| line.to_string())
+            .collect();
+        lines.join("\n")
+    }
+
+    fn run_command(app: &mut App, command: &str, now: Instant) {
+        type_text(app, command, now);
+        press(app, KeyCode::Enter, now);
+    }
+
+    fn rewind_result(turn: u32, prompt: &str) -> RewindResult {
+        RewindResult {
+            turn,
+            prompt: prompt.to_owned(),
+            restored: vec!["main.rs".to_owned()],
+            removed: Vec::new(),
+            failed: Vec::new(),
         }
     }
 
@@ -1192,16 +1332,8 @@ mod tests {
     fn model_lists_profiles_and_says_switching_is_not_possible_yet() {
         let now = Instant::now();
         let mut app = attached_app(now);
-        type_text(&mut app, "/model", now);
-        press(&mut app, KeyCode::Enter, now);
-        let rows = app.transcript.layout(200, false);
-        let text: Vec<String> = app
-            .transcript
-            .rows(0, rows)
-            .iter()
-            .map(|line| line.to_string())
-            .collect();
-        let text = text.join("\n");
+        run_command(&mut app, "/model", now);
+        let text = transcript_text(&mut app);
         assert!(
             text.contains("* deepseek — deepseek-chat at https://api.deepseek.com"),
             "{text}"
@@ -1264,5 +1396,276 @@ mod tests {
         type_text(&mut app, "/det", now);
         press(&mut app, KeyCode::Enter, now);
         assert!(matches!(app.exit, Some(Exit::Detached(_))));
+    }
+
+    #[test]
+    fn rewind_picks_a_checkpoint_and_its_prompt_comes_back_to_the_input() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        run_command(&mut app, "/rewind", now);
+        assert!(matches!(app.outbox[..], [Request::Checkpoints { .. }]));
+        app.outbox.clear();
+        app.on_reply(
+            Reply::Checkpoints(vec![
+                checkpoint(1, "say hello", &[]),
+                checkpoint(2, "change the greeting\nand the name", &["main.rs"]),
+                checkpoint(3, "add a test", &["tests/a.rs"]),
+            ]),
+            now,
+        );
+        // Newest first: one Down is prompt 2.
+        press(&mut app, KeyCode::Down, now);
+        press(&mut app, KeyCode::Enter, now);
+        let [Request::Rewind { turn: 2, .. }] = app.outbox[..] else {
+            panic!("expected a rewind to before prompt 2: {:?}", app.outbox);
+        };
+        app.outbox.clear();
+        // Waiting for the daemon: Enter again asks nothing more.
+        press(&mut app, KeyCode::Enter, now);
+        assert!(app.outbox.is_empty());
+        app.on_reply(
+            Reply::Rewound(rewind_result(2, "change the greeting\nand the name")),
+            now,
+        );
+        assert!(app.rewind.is_none());
+        assert_eq!(app.editor.text(), "change the greeting\nand the name");
+        assert!(
+            app.flash
+                .as_deref()
+                .unwrap_or_default()
+                .contains("prompt 2 is back in the input"),
+            "{:?}",
+            app.flash
+        );
+        // Every terminal on the session reads the event.
+        feed(
+            &mut app,
+            now,
+            [EventKind::Rewound {
+                result: rewind_result(2, "change the greeting"),
+            }],
+        );
+        let text = transcript_text(&mut app);
+        assert!(
+            text.contains("rewound to before prompt 2: restored main.rs"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_draft_typed_while_rewinding_goes_to_the_history() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_reply(Reply::Checkpoints(vec![checkpoint(1, "first", &[])]), now);
+        press(&mut app, KeyCode::Enter, now);
+        // Closed before the daemon answered, and typed into the input meanwhile.
+        press(&mut app, KeyCode::Esc, now);
+        assert!(app.rewind.is_none());
+        type_text(&mut app, "draft", now);
+        app.on_reply(Reply::Rewound(rewind_result(1, "first")), now);
+        assert_eq!(app.editor.text(), "first");
+        press(&mut app, KeyCode::Up, now);
+        assert_eq!(app.editor.text(), "draft");
+    }
+
+    #[test]
+    fn a_rewind_refused_while_a_turn_runs_says_so_in_the_picker() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_reply(Reply::Checkpoints(vec![checkpoint(1, "first", &[])]), now);
+        press(&mut app, KeyCode::Enter, now);
+        app.outbox.clear();
+        app.on_reply(
+            Reply::Failed {
+                action: Action::Rewind,
+                message: "a turn is running or queued: cancel it (`cwcode-cli cancel`) or wait, then retry".to_owned(),
+                code: Some(ErrorCode::SessionBusy.code()),
+            },
+            now,
+        );
+        let picker = app.rewind.as_ref().expect("the picker stays open");
+        assert_eq!(picker.rewinding, None);
+        let error = picker.error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("a turn is running or queued"), "{error}");
+        assert!(error.contains("Esc cancels"), "{error}");
+        // Any other failure is the daemon's word, as it is.
+        press(&mut app, KeyCode::Esc, now);
+        run_command(&mut app, "/rewind 9", now);
+        assert!(matches!(app.outbox[..], [Request::Rewind { turn: 9, .. }]));
+        app.on_reply(
+            Reply::Failed {
+                action: Action::Rewind,
+                message: "no checkpoint for prompt 9 (there are 1)".to_owned(),
+                code: Some(ErrorCode::Checkpoint.code()),
+            },
+            now,
+        );
+        let text = transcript_text(&mut app);
+        assert!(text.contains("· no checkpoint for prompt 9"), "{text}");
+    }
+
+    #[test]
+    fn rewind_without_checkpoints_says_so_and_esc_or_ctrl_c_close_the_picker() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_reply(Reply::Checkpoints(Vec::new()), now);
+        assert!(app.rewind.is_none());
+        assert!(transcript_text(&mut app).contains("no checkpoints yet"));
+        app.on_reply(Reply::Checkpoints(vec![checkpoint(1, "a", &[])]), now);
+        ctrl(&mut app, 'c', now);
+        assert!(app.rewind.is_none());
+        assert!(app.exit.is_none());
+        app.on_reply(Reply::Checkpoints(vec![checkpoint(1, "a", &[])]), now);
+        // Typing is not for the hidden input.
+        type_text(&mut app, "xyz", now);
+        app.on_terminal(TermEvent::Paste("pasted".to_owned()), now);
+        assert!(app.editor.is_empty());
+        press(&mut app, KeyCode::Esc, now);
+        assert!(app.rewind.is_none());
+        assert!(app.outbox.is_empty());
+    }
+
+    #[test]
+    fn an_approval_asked_while_the_rewind_picker_is_open_comes_first() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_reply(Reply::Checkpoints(vec![checkpoint(1, "a", &[])]), now);
+        feed(&mut app, now, [approval_requested("r1")]);
+        press(&mut app, KeyCode::Char('y'), now);
+        assert!(matches!(app.outbox[..], [Request::Respond(_)]));
+        assert!(app.rewind.is_some());
+    }
+
+    #[test]
+    fn rewind_undo_takes_back_the_prompt_it_had_returned() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        app.on_reply(Reply::Rewound(rewind_result(2, "change it")), now);
+        assert_eq!(app.editor.text(), "change it");
+        // The input is busy with that prompt: /rewind undo is typed over it.
+        app.editor.take();
+        run_command(&mut app, "/rewind undo", now);
+        assert!(matches!(app.outbox[..], [Request::UndoRewind { .. }]));
+        app.editor.set_text("change it");
+        app.on_reply(Reply::RewindUndone(rewind_result(2, "change it")), now);
+        assert!(app.editor.is_empty());
+        // Anything else typed there stays.
+        app.editor.set_text("something new");
+        app.on_reply(Reply::RewindUndone(rewind_result(2, "change it")), now);
+        assert_eq!(app.editor.text(), "something new");
+    }
+
+    #[test]
+    fn cache_and_cost_are_asked_for_and_shown_in_the_transcript() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        run_command(&mut app, "/cache", now);
+        run_command(&mut app, "/cost", now);
+        assert!(matches!(
+            app.outbox[..],
+            [Request::Cache { .. }, Request::Cost { .. }]
+        ));
+        app.on_reply(
+            Reply::Cache(CacheReport {
+                session_id: "s".to_owned(),
+                turns: vec![TurnCache {
+                    turn: 1,
+                    requests: 1,
+                    prompt_tokens: 2_000,
+                    cached_tokens: 1_500,
+                    completion_tokens: 50,
+                    hit_ratio: 0.75,
+                    last_request_bytes: 9_000,
+                    last_shared_prefix_bytes: 0,
+                }],
+                prompt_tokens: 2_000,
+                cached_tokens: 1_500,
+                completion_tokens: 50,
+                hit_ratio: 0.75,
+                first_request_bytes: 9_000,
+            }),
+            now,
+        );
+        app.on_reply(
+            Reply::Cost(CostReport {
+                session_id: "s".to_owned(),
+                profile: "local".to_owned(),
+                prices: None,
+                turns: Vec::new(),
+                total: 0.0,
+            }),
+            now,
+        );
+        let text = transcript_text(&mut app);
+        assert!(text.contains("    1     1    2.0k    1.5k   75%"), "{text}");
+        assert!(text.contains("profile `local` has no prices"), "{text}");
+    }
+
+    #[test]
+    fn compact_asks_the_daemon_and_the_transcript_tells_the_result() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        run_command(&mut app, "/compact", now);
+        assert!(matches!(app.outbox[..], [Request::Compact { .. }]));
+        feed(
+            &mut app,
+            now,
+            [EventKind::Compacted {
+                summary: "so far".to_owned(),
+                kept_messages: 4,
+                tokens_before: 48_000,
+                tokens_after: 6_000,
+            }],
+        );
+        let text = transcript_text(&mut app);
+        assert!(text.contains("compacting:"), "{text}");
+        assert!(text.contains("48.0k → 6.0k tokens"), "{text}");
+        assert_eq!(app.context_tokens, 6_000);
+    }
+
+    #[test]
+    fn todo_toggles_the_list_once_the_model_keeps_one() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        run_command(&mut app, "/todo", now);
+        assert!(transcript_text(&mut app).contains("no todo list"));
+        assert!(app.show_todos);
+        feed(
+            &mut app,
+            now,
+            [EventKind::TodoUpdated {
+                todos: vec![TodoItem {
+                    content: "fix it".to_owned(),
+                    status: TodoStatus::Pending,
+                }],
+            }],
+        );
+        run_command(&mut app, "/todo", now);
+        assert!(!app.show_todos);
+        run_command(&mut app, "/todo", now);
+        assert!(app.show_todos);
+        assert_eq!(app.flash.as_deref(), Some("todo list shown"));
+    }
+
+    #[test]
+    fn help_lists_the_new_commands_and_not_the_missing_ones() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        run_command(&mut app, "/help", now);
+        let text = transcript_text(&mut app);
+        for line in [
+            "/rewind [N|undo]     put files and history back to before a prompt",
+            "/compact             summarise the older turns to free context",
+            "/cache               prompt-cache hits, per turn",
+            "/cost                what the session cost, per turn",
+            "/todo                show or hide the model's todo list",
+        ] {
+            assert!(text.contains(line), "{line:?} missing:\n{text}");
+        }
+        // Not in the daemon's API yet.
+        assert!(
+            !text.contains("/goal") && !text.contains("/memory"),
+            "{text}"
+        );
     }
 }

@@ -7,9 +7,17 @@ use cwcode_protocol::Mode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommandSpec {
     pub name: &'static str,
-    /// Shown after the name in the completion list; empty when the command takes none.
+    /// Shown after the name in the completion list; empty when the command takes none, in
+    /// brackets when it may go without (then completing the name alone runs it).
     pub args: &'static str,
     pub about: &'static str,
+}
+
+impl CommandSpec {
+    /// Whether completing the name leaves room for an argument rather than running it.
+    fn waits_for_argument(&self) -> bool {
+        !self.args.is_empty() && !self.args.starts_with('[')
+    }
 }
 
 pub const COMMANDS: &[CommandSpec] = &[
@@ -22,6 +30,31 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "model",
         args: "",
         about: "the provider profiles and their models",
+    },
+    CommandSpec {
+        name: "rewind",
+        args: "[N|undo]",
+        about: "put files and history back to before a prompt",
+    },
+    CommandSpec {
+        name: "compact",
+        args: "",
+        about: "summarise the older turns to free context",
+    },
+    CommandSpec {
+        name: "cache",
+        args: "",
+        about: "prompt-cache hits, per turn",
+    },
+    CommandSpec {
+        name: "cost",
+        args: "",
+        about: "what the session cost, per turn",
+    },
+    CommandSpec {
+        name: "todo",
+        args: "",
+        about: "show or hide the model's todo list",
     },
     CommandSpec {
         name: "sessions",
@@ -63,6 +96,15 @@ pub enum Command {
     SetMode(Mode),
     ShowMode,
     Model,
+    /// `/rewind`: the picker of checkpoints.
+    Checkpoints,
+    /// `/rewind N`.
+    Rewind(u32),
+    UndoRewind,
+    Compact,
+    Cache,
+    Cost,
+    Todo,
     Sessions,
     New,
     Cancel,
@@ -96,6 +138,20 @@ pub fn parse_input(text: &str) -> Input {
             Err(error) => Command::Invalid(format!("{error} (e.g. `/mode plan`)")),
         },
         "model" | "models" | "profile" | "profiles" => Command::Model,
+        "rewind" | "checkpoints" => match argument {
+            "" => Command::Checkpoints,
+            "undo" => Command::UndoRewind,
+            number => match number.parse() {
+                Ok(turn) => Command::Rewind(turn),
+                Err(_) => Command::Invalid(format!(
+                    "/rewind takes a prompt number or `undo`, not `{number}`: /rewind picks from the checkpoints"
+                )),
+            },
+        },
+        "compact" => Command::Compact,
+        "cache" => Command::Cache,
+        "cost" => Command::Cost,
+        "todo" | "todos" => Command::Todo,
         "sessions" | "resume" => Command::Sessions,
         "new" | "clear" => Command::New,
         "cancel" => Command::Cancel,
@@ -129,10 +185,10 @@ pub fn complete(input: &str) -> Vec<Candidate> {
             .iter()
             .filter(|spec| spec.name.starts_with(typed))
             .map(|spec| Candidate {
-                replacement: if spec.args.is_empty() {
-                    format!("/{}", spec.name)
-                } else {
+                replacement: if spec.waits_for_argument() {
                     format!("/{} ", spec.name)
+                } else {
+                    format!("/{}", spec.name)
                 },
                 label: if spec.args.is_empty() {
                     format!("/{}", spec.name)
@@ -151,6 +207,11 @@ pub fn complete(input: &str) -> Vec<Candidate> {
                 about: mode_meaning(mode).to_owned(),
             })
             .collect(),
+        Some(("rewind", partial)) if "undo".starts_with(partial) => vec![Candidate {
+            replacement: "/rewind undo".to_owned(),
+            label: "undo".to_owned(),
+            about: "put back what the last rewind changed (until the next prompt)".to_owned(),
+        }],
         Some(_) => Vec::new(),
     }
 }
@@ -218,6 +279,17 @@ mod tests {
         assert_eq!(parse_input("/quit"), Input::Command(Command::Detach));
         assert_eq!(parse_input("/model"), Input::Command(Command::Model));
         assert_eq!(parse_input("/new"), Input::Command(Command::New));
+        assert_eq!(parse_input("/rewind"), Input::Command(Command::Checkpoints));
+        assert_eq!(parse_input("/rewind 3"), Input::Command(Command::Rewind(3)));
+        assert_eq!(
+            parse_input("/rewind undo"),
+            Input::Command(Command::UndoRewind)
+        );
+        assert_eq!(parse_input("/todo"), Input::Command(Command::Todo));
+        let Input::Command(Command::Invalid(message)) = parse_input("/rewind last") else {
+            panic!("expected an invalid command");
+        };
+        assert!(message.contains("`undo`"), "{message}");
         let Input::Command(Command::Invalid(message)) = parse_input("/mode fast") else {
             panic!("expected an invalid command");
         };
@@ -237,6 +309,13 @@ mod tests {
         let modes: Vec<String> = complete("/mode ").into_iter().map(|c| c.label).collect();
         assert_eq!(modes, ["plan", "code", "yolo"]);
         assert_eq!(complete("/mode y")[0].replacement, "/mode yolo");
+        // The argument of /rewind is optional: completing the name runs it as is.
+        assert_eq!(complete("/rew")[0].replacement, "/rewind");
+        assert_eq!(complete("/rew")[0].label, "/rewind [N|undo]");
+        assert_eq!(complete("/rewind u")[0].replacement, "/rewind undo");
+        assert!(complete("/rewind 3").is_empty());
+        let names: Vec<String> = complete("/c").into_iter().map(|c| c.label).collect();
+        assert_eq!(names, ["/compact", "/cache", "/cost", "/cancel"]);
         assert!(complete("hello").is_empty());
         assert!(complete("/mode plan now").is_empty());
         assert!(complete("/x\n").is_empty());

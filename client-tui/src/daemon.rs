@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use cwcode_protocol::client::EventStream;
 use cwcode_protocol::{
-    ApprovalRespondParams, Client, ClientError, ConnectOptions, CreateSessionParams, Event,
-    EventKind, Mode, ProfileInfo, SessionInfo,
+    ApprovalRespondParams, CacheReport, CheckpointInfo, Client, ClientError, ConnectOptions,
+    CostReport, CreateSessionParams, Event, EventKind, Mode, ProfileInfo, RewindResult,
+    SessionInfo,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -38,6 +39,25 @@ pub enum Request {
     },
     Respond(ApprovalRespondParams),
     ListProfiles,
+    Checkpoints {
+        session_id: String,
+    },
+    Rewind {
+        session_id: String,
+        turn: u32,
+    },
+    UndoRewind {
+        session_id: String,
+    },
+    Compact {
+        session_id: String,
+    },
+    Cache {
+        session_id: String,
+    },
+    Cost {
+        session_id: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -56,6 +76,12 @@ pub enum Action {
     SetMode,
     Respond { request_id: String },
     ListProfiles,
+    Checkpoints,
+    Rewind,
+    UndoRewind,
+    Compact,
+    Cache,
+    Cost,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +98,12 @@ pub enum Reply {
     ModeSet(SessionInfo),
     Cancelled(bool),
     Profiles(Vec<ProfileInfo>),
+    /// Oldest first, as the daemon lists them.
+    Checkpoints(Vec<CheckpointInfo>),
+    Rewound(RewindResult),
+    RewindUndone(RewindResult),
+    Cache(CacheReport),
+    Cost(CostReport),
     Failed {
         action: Action,
         message: String,
@@ -319,6 +351,12 @@ fn action_of(request: &Request) -> Action {
             request_id: params.request_id.clone(),
         },
         Request::ListProfiles => Action::ListProfiles,
+        Request::Checkpoints { .. } => Action::Checkpoints,
+        Request::Rewind { .. } => Action::Rewind,
+        Request::UndoRewind { .. } => Action::UndoRewind,
+        Request::Compact { .. } => Action::Compact,
+        Request::Cache { .. } => Action::Cache,
+        Request::Cost { .. } => Action::Cost,
     }
 }
 
@@ -351,6 +389,22 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
             return Ok(Done::Nothing);
         }
         Request::ListProfiles => Reply::Profiles(client.list_profiles().await?),
+        Request::Checkpoints { session_id } => {
+            Reply::Checkpoints(client.checkpoints(&session_id).await?)
+        }
+        Request::Rewind { session_id, turn } => {
+            Reply::Rewound(client.rewind(&session_id, turn).await?)
+        }
+        Request::UndoRewind { session_id } => {
+            Reply::RewindUndone(client.undo_rewind(&session_id).await?)
+        }
+        Request::Compact { session_id } => {
+            // Queued behind any prompts; the `compacted` (or `error`) event tells the outcome.
+            client.compact(&session_id).await?;
+            return Ok(Done::Nothing);
+        }
+        Request::Cache { session_id } => Reply::Cache(client.cache(&session_id).await?),
+        Request::Cost { session_id } => Reply::Cost(client.cost(&session_id).await?),
     };
     Ok(Done::Reply(reply))
 }

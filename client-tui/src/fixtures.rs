@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use cwcode_protocol::{
-    Event, EventKind, Mode, PriceTable, ProfileInfo, SessionInfo, SessionStatus,
+    CheckpointInfo, Event, EventKind, Mode, PriceTable, ProfileInfo, SessionInfo, SessionStatus,
 };
 
 use crate::app::{App, Startup};
@@ -64,5 +64,14 @@ pub fn feed(app: &mut App, now: Instant, kinds: impl IntoIterator<Item = EventKi
             kind,
         };
         app.on_reply(Reply::Event(event), now);
+    }
+}
+
+pub fn checkpoint(turn: u32, prompt: &str, files: &[&str]) -> CheckpointInfo {
+    CheckpointInfo {
+        turn,
+        prompt: prompt.to_owned(),
+        time: format!("2026-01-02T03:{:02}:05.000Z", turn * 7),
+        files: files.iter().map(|file| (*file).to_owned()).collect(),
     }
 }

@@ -15,6 +15,8 @@ mod editor;
 mod fixtures;
 mod markdown;
 mod picker;
+mod reports;
+mod rewind;
 mod terminal;
 mod transcript;
 mod ui;

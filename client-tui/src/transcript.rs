@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 
-use cwcode_protocol::{ApprovalDecision, EventKind, TurnOutcome, Usage};
+use cwcode_protocol::{ApprovalDecision, EventKind, RewindResult, TurnOutcome, Usage};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use crate::diff::{self, Diff, DiffLine, FileViews};
 use crate::markdown;
+use crate::reports;
 use crate::wrap::{self, sanitize, wrap_line};
 
 /// Lines of a finished tool's result shown before it is collapsed.
@@ -36,6 +37,8 @@ const ERROR: Style = Style::new().fg(Color::Red);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
     Info,
+    /// Something asked for and worth reading (a /cache table): not dimmed.
+    Plain,
     Warn,
     Error,
 }
@@ -306,6 +309,35 @@ impl Transcript {
                 ),
                 Tone::Info,
             ),
+            EventKind::CheckpointCreated { turn, files } => self.note(
+                format!(
+                    "checkpoint of prompt {turn}: {} · /rewind {turn} puts it back",
+                    reports::files(files, usize::MAX)
+                ),
+                Tone::Info,
+            ),
+            EventKind::Rewound { result } => {
+                self.note(
+                    format!(
+                        "rewound to before prompt {}: {} · /rewind undo reverts it",
+                        result.turn,
+                        reports::rewind_effect(result)
+                    ),
+                    Tone::Warn,
+                );
+                self.rewind_failures(result);
+            }
+            EventKind::RewindUndone { result } => {
+                self.note(
+                    format!(
+                        "undid the rewind to before prompt {}: {}",
+                        result.turn,
+                        reports::rewind_effect(result)
+                    ),
+                    Tone::Warn,
+                );
+                self.rewind_failures(result);
+            }
             EventKind::Error { message } => self.note(message.clone(), Tone::Error),
             EventKind::StormBroken { tool, .. } => self.note(
                 format!("the storm-breaker stopped a loop of failing {tool} calls"),
@@ -334,6 +366,15 @@ impl Transcript {
                 });
             }
             _ => {}
+        }
+    }
+
+    fn rewind_failures(&mut self, result: &RewindResult) {
+        if !result.failed.is_empty() {
+            self.note(
+                format!("could not put back: {}", result.failed.join("; ")),
+                Tone::Error,
+            );
         }
     }
 
@@ -480,6 +521,7 @@ fn render(
         Kind::Note { text, tone } => {
             let style = match tone {
                 Tone::Info => DIM,
+                Tone::Plain => Style::new(),
                 Tone::Warn => WARN,
                 Tone::Error => ERROR,
             };
@@ -1029,6 +1071,40 @@ mod tests {
             [
                 "· older turns were summarised to fit the context: 120k → 9.0k tokens, the last 6 messages kept",
                 "· compaction failed: the provider timed out"
+            ]
+        );
+    }
+
+    #[test]
+    fn checkpoints_and_rewinds_are_a_line_each() {
+        let mut transcript = Transcript::default();
+        transcript.apply(&EventKind::CheckpointCreated {
+            turn: 2,
+            files: vec!["main.rs".into()],
+        });
+        let result = RewindResult {
+            turn: 2,
+            prompt: "change the greeting".into(),
+            restored: vec!["main.rs".into()],
+            removed: vec!["new.txt".into()],
+            failed: vec!["locked.txt: permission denied".into()],
+        };
+        transcript.apply(&EventKind::Rewound {
+            result: result.clone(),
+        });
+        transcript.apply(&EventKind::RewindUndone {
+            result: RewindResult {
+                failed: Vec::new(),
+                ..result
+            },
+        });
+        assert_eq!(
+            texts(&mut transcript, 200, false),
+            [
+                "· checkpoint of prompt 2: main.rs · /rewind 2 puts it back",
+                "· rewound to before prompt 2: restored main.rs; removed new.txt · /rewind undo reverts it",
+                "· could not put back: locked.txt: permission denied",
+                "· undid the rewind to before prompt 2: restored main.rs; removed new.txt",
             ]
         );
     }

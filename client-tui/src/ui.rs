@@ -1,6 +1,7 @@
 //! Drawing: the header, the transcript, the todo list, the completion list, the input (or the
-//! approval prompt) and the status line, or the session picker. Pure functions of the state,
-//! drawn into whatever backend the terminal has (a test backend in the snapshot tests).
+//! approval prompt, or the rewind picker) and the status line, or the session picker. Pure
+//! functions of the state, drawn into whatever backend the terminal has (a test backend in the
+//! snapshot tests).
 
 use std::time::Instant;
 
@@ -13,7 +14,9 @@ use ratatui::widgets::Paragraph;
 
 use crate::app::{Answer, App, Connection, Phase};
 use crate::picker::{Item, Picker};
-use crate::transcript::{percent, tokens};
+use crate::reports::{self, money};
+use crate::rewind::RewindPicker;
+use crate::transcript::{percent, shorten, tokens};
 use crate::wrap;
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -21,6 +24,7 @@ const SELECTED: Style = Style::new().add_modifier(Modifier::REVERSED);
 const MAX_INPUT_ROWS: usize = 8;
 const MAX_COMPLETIONS: usize = 8;
 const MAX_TODOS: usize = 8;
+const MAX_CHECKPOINTS: usize = 10;
 const PROMPT: &str = "› ";
 
 pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
@@ -53,9 +57,20 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
 
     let width = body.width as usize;
     let todo_lines = todo_lines(app);
-    let completions = completion_lines(app, width);
-    let (input_lines, cursor) = input_lines(app, width);
-    let input_rows = input_lines.len().min(MAX_INPUT_ROWS);
+    // An approval asked meanwhile (a prompt from another terminal) comes before the picker.
+    let rewind = app.rewind.as_ref().filter(|_| app.approval().is_none());
+    let (completions, input_lines, cursor, input_rows) = match rewind {
+        Some(picker) => {
+            let lines = rewind_lines(picker, width);
+            let rows = lines.len();
+            (Vec::new(), lines, None, rows)
+        }
+        None => {
+            let (lines, cursor) = input_lines(app, width);
+            let rows = lines.len().min(MAX_INPUT_ROWS);
+            (completion_lines(app, width), lines, cursor, rows)
+        }
+    };
     let [transcript, todos, popup, rule, input] = Layout::vertical([
         Constraint::Fill(1),
         Constraint::Length(todo_lines.len() as u16),
@@ -143,14 +158,26 @@ fn draw_transcript(frame: &mut Frame<'_>, app: &mut App, area: Rect) {
 }
 
 fn todo_lines(app: &App) -> Vec<Line<'static>> {
-    if app
-        .todos
-        .iter()
-        .all(|todo| todo.status == TodoStatus::Completed)
-    {
+    if app.todos.is_empty() || !app.show_todos {
         return Vec::new();
     }
-    let mut lines = vec![Line::styled("todo", DIM)];
+    let done = app
+        .todos
+        .iter()
+        .filter(|todo| todo.status == TodoStatus::Completed)
+        .count();
+    let total = app.todos.len();
+    if done == total {
+        // Finished work keeps one row, until the model starts a new list.
+        return vec![Line::styled(
+            format!("todo · all {total} done · /todo hides"),
+            DIM,
+        )];
+    }
+    let mut lines = vec![Line::styled(
+        format!("todo · {done} of {total} done · /todo hides"),
+        DIM,
+    )];
     for todo in app.todos.iter().take(MAX_TODOS) {
         let (mark, style) = match todo.status {
             TodoStatus::Completed => ("☑", DIM.add_modifier(Modifier::CROSSED_OUT)),
@@ -187,13 +214,80 @@ fn completion_lines(app: &App, width: usize) -> Vec<Line<'static>> {
         .take(MAX_COMPLETIONS)
         .map(|(index, candidate)| {
             let text = format!("  {:<label_width$}  {}", candidate.label, candidate.about);
-            let text = crate::transcript::shorten(&text, width);
+            let text = shorten(&text, width);
             if index == selected {
                 Line::styled(text, SELECTED)
             } else {
                 Line::styled(text, DIM)
             }
         })
+        .collect()
+}
+
+/// `/rewind`'s list: a checkpoint a row (prompt number, time, the prompt's first line, the
+/// files it changed), the selected one highlighted, and what the keys do.
+fn rewind_lines(picker: &RewindPicker, width: usize) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::styled(
+        "Rewind to before which prompt? Its files and the history go back; the prompt returns to the input",
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    let first = picker.selected.saturating_sub(MAX_CHECKPOINTS - 1);
+    let shown = || {
+        picker
+            .checkpoints
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(MAX_CHECKPOINTS)
+    };
+    // The files make a column on the right, at most a third of the width.
+    let files_room = (width / 3).max(12);
+    let files_width = shown()
+        .map(|(_, checkpoint)| wrap::width(&reports::files(&checkpoint.files, files_room)))
+        .max()
+        .unwrap_or(0);
+    for (index, checkpoint) in shown() {
+        let time = checkpoint
+            .time
+            .get(..16)
+            .unwrap_or(&checkpoint.time)
+            .replace('T', " ");
+        // The marker as well as the highlight: a screen read as text still shows the choice.
+        let marker = if index == picker.selected { "›" } else { " " };
+        let lead = format!("{marker} {:>3}  {time}  ", checkpoint.turn);
+        let files = reports::files(&checkpoint.files, files_room);
+        let room = width.saturating_sub(wrap::width(&lead) + files_width + 2);
+        let text = wrap::sanitize(&checkpoint.prompt);
+        let mut prompt_lines = text.trim().lines();
+        let mut prompt = prompt_lines.next().unwrap_or_default().to_owned();
+        if prompt_lines.next().is_some() {
+            prompt.push_str(" …");
+        }
+        let prompt = shorten(&prompt, room);
+        let pad = " ".repeat(room.saturating_sub(wrap::width(&prompt)) + 2);
+        let text = shorten(&format!("{lead}{prompt}{pad}{files}"), width);
+        lines.push(if index == picker.selected {
+            Line::styled(text, SELECTED)
+        } else {
+            Line::raw(text)
+        });
+    }
+    if let Some(error) = &picker.error {
+        lines.push(Line::styled(error.clone(), Style::new().fg(Color::Red)));
+    }
+    lines.push(match picker.rewinding {
+        Some(turn) => Line::styled(
+            format!("rewinding to before prompt {turn}…"),
+            Style::new().fg(Color::Yellow),
+        ),
+        None => Line::styled(
+            "↑↓ choose · Enter rewinds · Esc closes · /rewind undo reverts a rewind until the next prompt",
+            DIM,
+        ),
+    });
+    lines
+        .into_iter()
+        .flat_map(|line| wrap::wrap_line(line, width, 2))
         .collect()
 }
 
@@ -299,12 +393,7 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
             )),
         ));
         if let Some(cost) = app.cost() {
-            let cost = if cost < 1.0 {
-                format!("cost {cost:.4}")
-            } else {
-                format!("cost {cost:.2}")
-            };
-            pieces.push(piece(4, Span::raw(cost)));
+            pieces.push(piece(4, Span::raw(format!("cost {}", money(cost)))));
         }
     }
     pieces.push(piece(
@@ -442,7 +531,7 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
                 text
             }
         };
-        let text = crate::transcript::shorten(&text, width);
+        let text = shorten(&text, width);
         lines.push(if index == picker.selected {
             Line::styled(text, SELECTED)
         } else {
@@ -466,7 +555,8 @@ mod tests {
     use ratatui::backend::TestBackend;
 
     use super::*;
-    use crate::fixtures::{CWD, attached_app, feed, session};
+    use crate::daemon::Reply;
+    use crate::fixtures::{CWD, attached_app, checkpoint, feed, session};
 
     fn screen(app: &mut App, now: Instant, width: u16, height: u16) -> Terminal<TestBackend> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -750,14 +840,21 @@ mod tests {
         );
         let shown = screen(&mut app, now, 60, 12).backend().to_string();
         for row in [
-            "todo",
+            "todo · 1 of 3 done · /todo hides",
             "☑ read the cart",
             "◐ fix the rounding",
             "☐ run the tests",
         ] {
             assert!(shown.contains(row), "{row:?} missing:\n{shown}");
         }
-        // All done: the list steps aside.
+        // Hidden with /todo, until shown again.
+        type_text(&mut app, "/todo", now);
+        key(&mut app, KeyCode::Enter, now);
+        let shown = screen(&mut app, now, 60, 12).backend().to_string();
+        assert!(!shown.contains("fix the rounding"), "{shown}");
+        type_text(&mut app, "/todo", now);
+        key(&mut app, KeyCode::Enter, now);
+        // All done: the list steps aside to one row.
         feed(
             &mut app,
             now,
@@ -767,6 +864,114 @@ mod tests {
         );
         let shown = screen(&mut app, now, 60, 12).backend().to_string();
         assert!(!shown.contains("run the tests"), "{shown}");
+        assert!(shown.contains("todo · all 1 done"), "{shown}");
+    }
+
+    fn finished(turn: u32) -> EventKind {
+        EventKind::TurnFinished {
+            turn,
+            outcome: TurnOutcome::Completed,
+            usage: Usage {
+                prompt_tokens: 5200,
+                completion_tokens: 40,
+                cached_tokens: 4096,
+            },
+            error: None,
+        }
+    }
+
+    #[test]
+    fn rewind_picker() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        feed(
+            &mut app,
+            now,
+            [
+                started("add tests for the greeting and run them all"),
+                EventKind::AssistantDelta {
+                    text: "Added `tests/greeting.rs`; all 4 tests pass.".to_owned(),
+                },
+                EventKind::CheckpointCreated {
+                    turn: 3,
+                    files: vec!["tests/greeting.rs".to_owned(), "Cargo.toml".to_owned()],
+                },
+                finished(3),
+            ],
+        );
+        type_text(&mut app, "/rewind", now);
+        key(&mut app, KeyCode::Enter, now);
+        app.on_reply(
+            Reply::Checkpoints(vec![
+                checkpoint(1, "say hello", &[]),
+                checkpoint(
+                    2,
+                    "change the greeting in main.rs\nand the name",
+                    &["main.rs"],
+                ),
+                checkpoint(
+                    3,
+                    "add tests for the greeting and run them all",
+                    &["tests/greeting.rs", "Cargo.toml", "README.md", "main.rs"],
+                ),
+            ]),
+            now,
+        );
+        key(&mut app, KeyCode::Down, now);
+        let terminal = screen(&mut app, now, 100, 14);
+        insta::assert_snapshot!(terminal.backend());
+
+        // Chosen: the picker waits for the daemon, then says what went wrong, as it is.
+        key(&mut app, KeyCode::Enter, now);
+        let shown = screen(&mut app, now, 100, 14).backend().to_string();
+        assert!(shown.contains("rewinding to before prompt 2…"), "{shown}");
+        app.on_reply(
+            Reply::Failed {
+                action: crate::daemon::Action::Rewind,
+                message: "cannot restore main.rs: permission denied".to_owned(),
+                code: Some(cwcode_protocol::ErrorCode::Checkpoint.code()),
+            },
+            now,
+        );
+        let shown = screen(&mut app, now, 100, 14).backend().to_string();
+        assert!(
+            shown.contains("cannot restore main.rs: permission denied"),
+            "{shown}"
+        );
+        assert!(shown.contains("↑↓ choose · Enter rewinds"), "{shown}");
+    }
+
+    #[test]
+    fn cache_report() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        let turn = |turn, prompt, cached, shared| cwcode_protocol::TurnCache {
+            turn,
+            requests: 2,
+            prompt_tokens: prompt,
+            cached_tokens: cached,
+            completion_tokens: 120,
+            hit_ratio: cached as f64 / prompt as f64,
+            last_request_bytes: 24_310,
+            last_shared_prefix_bytes: shared,
+        };
+        app.on_reply(
+            Reply::Cache(cwcode_protocol::CacheReport {
+                session_id: "0198a1b2c3d4e5f6".to_owned(),
+                turns: vec![
+                    turn(1, 9_800, 4_096, 20_100),
+                    turn(2, 11_200, 10_880, 24_000),
+                ],
+                prompt_tokens: 21_000,
+                cached_tokens: 14_976,
+                completion_tokens: 240,
+                hit_ratio: 0.713,
+                first_request_bytes: 19_870,
+            }),
+            now,
+        );
+        let terminal = screen(&mut app, now, 80, 10);
+        insta::assert_snapshot!(terminal.backend());
     }
 
     #[test]

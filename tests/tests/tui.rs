@@ -295,9 +295,57 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
     tmux.type_text(&second, "and now?");
     tmux.keys(&second, &["Enter"]);
     let screen = tmux
-        .wait_for(&second, &["Still here after the other left."])
+        .wait_for(
+            &second,
+            &["Still here after the other left.", "✓ turn 4 completed"],
+        )
         .await;
     assert!(status_line(&screen).contains("● connected"), "{screen}");
+
+    // Rewind: the picker lists the prompts newest first; going back before prompt 2 puts
+    // main.rs back and returns that prompt to the input.
+    tmux.type_line(&second, "/rewind");
+    tmux.wait_for(&second, &["Rewind to before which prompt?", "›   4  "])
+        .await;
+    tmux.keys(&second, &["Down", "Down"]);
+    tmux.wait_for(&second, &["›   2  "]).await;
+    tmux.keys(&second, &["Enter"]);
+    let screen = tmux
+        .wait_for(
+            &second,
+            &[
+                "rewound to before prompt 2: restored main.rs",
+                "is back in the input",
+            ],
+        )
+        .await;
+    assert_eq!(
+        input_line(&screen),
+        "› change the greeting",
+        "the prompt is back in the input: {screen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.workspace.join("main.rs")).unwrap(),
+        ORIGINAL
+    );
+    // And undone: the edit is back on disk.
+    tmux.keys(&second, &["C-c"]);
+    tmux.type_line(&second, "/rewind undo");
+    tmux.wait_for(&second, &["undid the rewind to before prompt 2"])
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(home.workspace.join("main.rs")).unwrap(),
+        EDITED
+    );
+}
+
+/// The input: the row above the status line.
+fn input_line(screen: &str) -> &str {
+    let lines: Vec<&str> = screen.trim_end().lines().collect();
+    lines
+        .len()
+        .checked_sub(2)
+        .map_or("", |index| lines[index].trim_end())
 }
 
 /// Startup to first frame, whole process, in a pseudo-terminal (`script`): from spawning

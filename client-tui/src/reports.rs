@@ -1,0 +1,279 @@
+//! What `/cache`, `/cost` and the rewind events say, as text for the transcript. The tables are
+//! narrow enough for an 80-column terminal: counts are shortened (12.3k) rather than printed
+//! whole, as `cwcode-cli` does for scripts.
+
+use cwcode_protocol::{CacheReport, CostReport, RewindResult};
+
+use crate::transcript::{percent, shorten, tokens};
+use crate::wrap;
+
+/// Turns shown in a table; a long session's first turns say little about its cache or cost now.
+const TABLE_TURNS: usize = 20;
+/// Paths named in a one-line summary before the rest are counted.
+const NAMED_FILES: usize = 3;
+
+pub fn cache_table(report: &CacheReport) -> String {
+    if report.turns.is_empty() {
+        return "no turns yet: the prompt cache has nothing to show".to_owned();
+    }
+    let mut out =
+        String::from("prompt cache per turn (same prefix: bytes shared with the request before)\n");
+    out.push_str(&format!(
+        "{:>5} {:>5} {:>7} {:>7} {:>5} {:>7} {:>10} {:>11}",
+        "turn", "reqs", "prompt", "cached", "hit", "output", "last req", "same prefix"
+    ));
+    out.push_str(&earlier(report.turns.len()));
+    for turn in report
+        .turns
+        .iter()
+        .skip(report.turns.len().saturating_sub(TABLE_TURNS))
+    {
+        out.push_str(&format!(
+            "\n{:>5} {:>5} {:>7} {:>7} {:>5} {:>7} {:>10} {:>11}",
+            turn.turn,
+            turn.requests,
+            tokens(turn.prompt_tokens),
+            tokens(turn.cached_tokens),
+            percent(turn.cached_tokens, turn.prompt_tokens),
+            tokens(turn.completion_tokens),
+            bytes(turn.last_request_bytes),
+            bytes(turn.last_shared_prefix_bytes),
+        ));
+    }
+    let requests: u32 = report.turns.iter().map(|turn| turn.requests).sum();
+    out.push_str(&format!(
+        "\n{:>5} {:>5} {:>7} {:>7} {:>5} {:>7}   first request {}",
+        "all",
+        requests,
+        tokens(report.prompt_tokens),
+        tokens(report.cached_tokens),
+        percent(report.cached_tokens, report.prompt_tokens),
+        tokens(report.completion_tokens),
+        bytes(report.first_request_bytes),
+    ));
+    out
+}
+
+pub fn cost_table(report: &CostReport) -> String {
+    let Some(prices) = report.prices else {
+        return format!(
+            "profile `{}` has no prices, so the cost is unknown: add \"pricing\": {{\"input_hit\": …, \
+             \"input_miss\": …, \"output\": …}} (per 1M tokens) to it in config.json",
+            report.profile
+        );
+    };
+    let mut out = format!(
+        "cost on profile `{}`, per turn (per 1M tokens: input hit {}, input miss {}, output {})\n",
+        report.profile, prices.input_hit, prices.input_miss, prices.output
+    );
+    if report.turns.is_empty() {
+        out.push_str("no turns yet: nothing spent");
+        return out;
+    }
+    out.push_str(&format!(
+        "{:>5} {:>10} {:>10} {:>10} {:>10}",
+        "turn", "input hit", "input miss", "output", "total"
+    ));
+    out.push_str(&earlier(report.turns.len()));
+    for turn in report
+        .turns
+        .iter()
+        .skip(report.turns.len().saturating_sub(TABLE_TURNS))
+    {
+        out.push_str(&format!(
+            "\n{:>5} {:>10} {:>10} {:>10} {:>10}",
+            turn.turn,
+            money(turn.input_hit),
+            money(turn.input_miss),
+            money(turn.output),
+            money(turn.total),
+        ));
+    }
+    out.push_str(&format!(
+        "\n{:>5} {:>10} {:>10} {:>10} {:>10}",
+        "all",
+        "",
+        "",
+        "",
+        money(report.total)
+    ));
+    out
+}
+
+/// The row that stands for the turns a table leaves out.
+fn earlier(turns: usize) -> String {
+    match turns.saturating_sub(TABLE_TURNS) {
+        0 => String::new(),
+        hidden => format!("\n    … {hidden} earlier turns"),
+    }
+}
+
+/// An amount of money, with the digits a per-turn cost needs (fractions of a cent).
+pub fn money(amount: f64) -> String {
+    if amount < 1.0 {
+        format!("{amount:.4}")
+    } else {
+        format!("{amount:.2}")
+    }
+}
+
+/// A size in bytes, short: 812 B, 21.0 KB, 1.2 MB.
+pub fn bytes(count: u64) -> String {
+    match count {
+        0..1_000 => format!("{count} B"),
+        1_000..1_000_000 => format!("{:.1} KB", count as f64 / 1e3),
+        _ => format!("{:.1} MB", count as f64 / 1e6),
+    }
+}
+
+/// Paths on one line of at most `room` columns: as many of the first few as fit whole, then
+/// how many more.
+pub fn files(paths: &[String], room: usize) -> String {
+    if paths.is_empty() {
+        return "no files".to_owned();
+    }
+    let named = |count: usize| match paths.len() - count {
+        0 => paths[..count].join(", "),
+        more => format!("{} and {more} more", paths[..count].join(", ")),
+    };
+    (1..=paths.len().min(NAMED_FILES))
+        .rev()
+        .map(named)
+        .find(|text| wrap::width(text) <= room)
+        .unwrap_or_else(|| shorten(&named(1), room))
+}
+
+/// What a rewind (or its undo) did to the files, in one line.
+pub fn rewind_effect(result: &RewindResult) -> String {
+    let mut parts = Vec::new();
+    if !result.restored.is_empty() {
+        parts.push(format!("restored {}", files(&result.restored, usize::MAX)));
+    }
+    if !result.removed.is_empty() {
+        parts.push(format!("removed {}", files(&result.removed, usize::MAX)));
+    }
+    if parts.is_empty() {
+        "no file changed".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cwcode_protocol::{PriceTable, TurnCache, TurnCost};
+
+    use super::*;
+
+    fn turn_cache(turn: u32, prompt: u64, cached: u64) -> TurnCache {
+        TurnCache {
+            turn,
+            requests: 2,
+            prompt_tokens: prompt,
+            cached_tokens: cached,
+            completion_tokens: 140,
+            hit_ratio: cached as f64 / prompt as f64,
+            last_request_bytes: 21_040,
+            last_shared_prefix_bytes: 20_900,
+        }
+    }
+
+    #[test]
+    fn the_cache_table_has_a_row_per_turn_and_the_totals() {
+        let report = CacheReport {
+            session_id: "s".to_owned(),
+            turns: vec![turn_cache(1, 5_200, 0), turn_cache(2, 5_400, 5_120)],
+            prompt_tokens: 10_600,
+            cached_tokens: 5_120,
+            completion_tokens: 280,
+            hit_ratio: 0.48,
+            first_request_bytes: 20_112,
+        };
+        let table = cache_table(&report);
+        let rows: Vec<&str> = table.lines().skip(1).collect();
+        assert_eq!(
+            rows,
+            [
+                " turn  reqs  prompt  cached   hit  output   last req same prefix",
+                "    1     2    5.2k       0    0%     140    21.0 KB     20.9 KB",
+                "    2     2    5.4k    5.1k   95%     140    21.0 KB     20.9 KB",
+                "  all     4   10.6k    5.1k   48%     280   first request 20.1 KB",
+            ]
+        );
+        assert!(cache_table(&CacheReport::default()).starts_with("no turns yet"));
+    }
+
+    #[test]
+    fn a_long_session_shows_its_last_turns() {
+        let report = CacheReport {
+            turns: (1..=25).map(|turn| turn_cache(turn, 1_000, 900)).collect(),
+            ..CacheReport::default()
+        };
+        let table = cache_table(&report);
+        assert!(table.contains("\n    … 5 earlier turns\n    6 "), "{table}");
+        assert!(!table.contains("\n    5 "), "{table}");
+    }
+
+    #[test]
+    fn the_cost_table_or_how_to_set_prices() {
+        let mut report = CostReport {
+            session_id: "s".to_owned(),
+            profile: "deepseek".to_owned(),
+            prices: Some(PriceTable {
+                input_hit: 0.07,
+                input_miss: 0.27,
+                output: 1.1,
+            }),
+            turns: vec![TurnCost {
+                turn: 1,
+                input_hit: 0.000_287,
+                input_miss: 0.000_298,
+                output: 0.000_154,
+                total: 0.000_739,
+            }],
+            total: 0.000_739,
+        };
+        let table = cost_table(&report);
+        let rows: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            rows,
+            [
+                "cost on profile `deepseek`, per turn (per 1M tokens: input hit 0.07, input miss 0.27, output 1.1)",
+                " turn  input hit input miss     output      total",
+                "    1     0.0003     0.0003     0.0002     0.0007",
+                "  all                                      0.0007",
+            ]
+        );
+        report.prices = None;
+        let advice = cost_table(&report);
+        assert!(
+            advice.contains("profile `deepseek` has no prices"),
+            "{advice}"
+        );
+        assert!(advice.contains("\"pricing\"") && advice.contains("config.json"));
+    }
+
+    #[test]
+    fn sizes_money_and_file_lists_are_short() {
+        assert_eq!(bytes(812), "812 B");
+        assert_eq!(bytes(21_040), "21.0 KB");
+        assert_eq!(bytes(1_260_000), "1.3 MB");
+        assert_eq!(money(0.000_739), "0.0007");
+        assert_eq!(money(12.345), "12.35");
+        let paths: Vec<String> = ["a", "b", "c", "d", "e"].map(str::to_owned).to_vec();
+        assert_eq!(files(&paths[..2], 80), "a, b");
+        assert_eq!(files(&paths, 80), "a, b, c and 2 more");
+        assert_eq!(files(&paths, 12), "a and 4 more");
+        assert_eq!(files(&paths, 6), "a and…");
+        assert_eq!(files(&[], 6), "no files");
+        let result = RewindResult {
+            turn: 2,
+            prompt: String::new(),
+            restored: paths[..1].to_vec(),
+            removed: paths[1..2].to_vec(),
+            failed: Vec::new(),
+        };
+        assert_eq!(rewind_effect(&result), "restored a; removed b");
+        assert_eq!(rewind_effect(&RewindResult::default()), "no file changed");
+    }
+}
