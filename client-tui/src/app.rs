@@ -9,12 +9,12 @@ use crossterm::event::{
     Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEventKind,
 };
 use cwcode_protocol::{
-    ApprovalDecision, ApprovalRespondParams, CreateSessionParams, ErrorCode, EventKind, Mode,
-    ProfileInfo, SessionInfo, SessionStatus, TodoItem,
+    ApprovalDecision, ApprovalRespondParams, CreateSessionParams, ErrorCode, EventKind,
+    GoalStartParams, GoalStatus, Mode, ProfileInfo, SessionInfo, SessionStatus, TodoItem,
 };
 
 use crate::commands::{self, Candidate, Command, Input};
-use crate::daemon::{Action, Open, Reply, Request};
+use crate::daemon::{Action, GoalCall, Open, Reply, Request};
 use crate::editor::Editor;
 use crate::picker::{Choice, Picker};
 use crate::reports;
@@ -76,6 +76,28 @@ pub enum Answer {
     Sent,
 }
 
+/// The goal loop while it runs, as the banner above the input shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoalLoop {
+    pub cycle: u32,
+    pub cap: u32,
+    /// Goals done and in all, once a cycle has ended or the status has said.
+    pub progress: Option<(usize, usize)>,
+}
+
+impl GoalLoop {
+    pub fn banner(&self) -> String {
+        let progress = self
+            .progress
+            .map(|(done, total)| format!(" · {done} of {total} done"))
+            .unwrap_or_default();
+        format!(
+            "goal loop · cycle {}/{}{progress} · /goal off stops it",
+            self.cycle, self.cap
+        )
+    }
+}
+
 pub struct App {
     pub cwd: String,
     startup: Startup,
@@ -109,6 +131,9 @@ pub struct App {
     pub todos: Vec<TodoItem>,
     /// Whether the todo list is shown above the input (when there is one); `/todo` toggles it.
     pub show_todos: bool,
+    /// Set by the goal events (the replay rebuilds it on attach), and made exact by one
+    /// `goal/status` once the replay is over.
+    pub goal: Option<GoalLoop>,
     /// The journal's last `seq` at attach time: events up to it are the replay.
     replay_until: u64,
     pub caught_up: bool,
@@ -158,6 +183,7 @@ impl App {
             context_tokens: 0,
             todos: Vec::new(),
             show_todos: true,
+            goal: None,
             replay_until: 0,
             caught_up: false,
             expanded: false,
@@ -300,6 +326,15 @@ impl App {
             }
             Reply::Cache(report) => self.note(reports::cache_table(&report), Tone::Plain),
             Reply::Cost(report) => self.note(reports::cost_table(&report), Tone::Plain),
+            Reply::Goal {
+                session_id,
+                call,
+                status,
+            } => {
+                if self.session_id().as_deref() == Some(session_id.as_str()) {
+                    self.on_goal_status(call, &status);
+                }
+            }
             Reply::Failed {
                 action,
                 message,
@@ -355,10 +390,69 @@ impl App {
         self.completion_tokens = 0;
         self.context_tokens = 0;
         self.todos.clear();
+        self.goal = None;
         self.replay_until = info.last_seq;
-        self.caught_up = info.last_seq == 0;
+        self.caught_up = false;
         self.scroll = None;
+        let empty = info.last_seq == 0;
         self.session = Some(info);
+        if empty {
+            self.catch_up();
+        }
+    }
+
+    /// The replay is over: what it rebuilt is made exact where events alone cannot tell (a
+    /// loop the daemon resumed after a restart, goals checked by hand).
+    fn catch_up(&mut self) {
+        self.caught_up = true;
+        if let Some(session_id) = self.session_id() {
+            self.outbox.push(Request::GoalStatus {
+                session_id,
+                call: GoalCall::Sync,
+            });
+        }
+    }
+
+    fn on_goal_status(&mut self, call: GoalCall, status: &GoalStatus) {
+        self.goal = status.running.then(|| GoalLoop {
+            // An event read meanwhile may be newer than this answer: the cycle never goes back.
+            cycle: self
+                .goal
+                .map_or(status.cycle, |goal| goal.cycle.max(status.cycle)),
+            cap: status.cap,
+            progress: Some((status.done, status.done + status.left)),
+        });
+        match call {
+            GoalCall::Sync => {}
+            GoalCall::Show => self.note(reports::goal_status(status), Tone::Plain),
+            GoalCall::Add => {
+                let next = if status.running {
+                    "the running loop takes it up at its next cycle"
+                } else {
+                    "/goal on works through them"
+                };
+                self.note(
+                    format!(
+                        "goal added to {}: {} of {} open · {next}",
+                        status.goals_file,
+                        status.left,
+                        status.done + status.left
+                    ),
+                    Tone::Info,
+                );
+            }
+            // Its cycles and its end are events, which the transcript shows.
+            GoalCall::Start if status.running => {
+                self.flash = Some("goal loop started · /goal off stops it".to_owned());
+            }
+            GoalCall::Start => {}
+            // Whether it was running is not told by the answer, and the loop's own stop event
+            // may have cleared the banner already: the transcript has the summary if it ran.
+            GoalCall::Stop => {
+                self.flash =
+                    Some("the goal loop is off · /goal status shows where it got".to_owned());
+            }
+        }
     }
 
     fn on_event(&mut self, seq: u64, kind: &EventKind, now: Instant) {
@@ -366,7 +460,7 @@ impl App {
             return;
         }
         if !self.caught_up && seq >= self.replay_until {
-            self.caught_up = true;
+            self.catch_up();
         }
         self.transcript.apply(kind);
         match kind {
@@ -396,6 +490,19 @@ impl App {
                 }
             }
             EventKind::TodoUpdated { todos } => self.todos = todos.clone(),
+            EventKind::GoalCycleStarted { cycle, cap } => {
+                self.goal = Some(GoalLoop {
+                    cycle: *cycle,
+                    cap: *cap,
+                    progress: self.goal.and_then(|goal| goal.progress),
+                });
+            }
+            EventKind::GoalCycleFinished { done, left, .. } => {
+                if let Some(goal) = &mut self.goal {
+                    goal.progress = Some((*done, done + left));
+                }
+            }
+            EventKind::GoalLoopStopped { .. } => self.goal = None,
             EventKind::Compacted { tokens_after, .. } => self.context_tokens = *tokens_after,
             EventKind::TurnFinished { usage, .. } => {
                 self.prompt_tokens += usage.prompt_tokens;
@@ -796,6 +903,17 @@ impl App {
             }
             Command::Cache => self.outbox.push(Request::Cache { session_id }),
             Command::Cost => self.outbox.push(Request::Cost { session_id }),
+            Command::GoalAdd(text) => self.outbox.push(Request::GoalAdd { session_id, text }),
+            Command::GoalOn { cap } => self.outbox.push(Request::GoalStart(GoalStartParams {
+                session_id,
+                cap,
+                ..GoalStartParams::default()
+            })),
+            Command::GoalOff => self.outbox.push(Request::GoalStop { session_id }),
+            Command::GoalStatus => self.outbox.push(Request::GoalStatus {
+                session_id,
+                call: GoalCall::Show,
+            }),
             Command::Todo if self.todos.is_empty() => self.note(
                 "no todo list: the model keeps one (todo_write) when a task has several steps",
                 Tone::Info,
@@ -935,7 +1053,8 @@ fn edit(editor: &mut Editor, key: KeyEvent) {
 #[cfg(test)]
 mod tests {
     use cwcode_protocol::{
-        CacheReport, CostReport, Event, RewindResult, TodoStatus, TurnCache, TurnOutcome, Usage,
+        CacheReport, CostReport, Event, GoalItem, RewindResult, TodoStatus, TurnCache, TurnOutcome,
+        Usage,
     };
 
     use super::*;
@@ -1662,10 +1781,213 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} missing:\n{text}");
         }
-        // Not in the daemon's API yet.
         assert!(
-            !text.contains("/goal") && !text.contains("/memory"),
+            text.contains("/goal [TEXT|on|off|status] add a goal to goals.md"),
             "{text}"
         );
+        // Not in the daemon's API yet.
+        assert!(!text.contains("/memory"), "{text}");
+    }
+
+    fn goal_status(running: bool, cycle: u32, done: usize, left: usize) -> GoalStatus {
+        GoalStatus {
+            running,
+            cycle,
+            cap: 20,
+            goals_file: format!("{CWD}/goals.md"),
+            goals: (0..done + left)
+                .map(|index| GoalItem {
+                    text: format!("goal {index}"),
+                    done: index < done,
+                })
+                .collect(),
+            done,
+            left,
+            tokens_used: 31_000,
+            cost_used: 0.0,
+            token_budget: None,
+            cost_budget: None,
+            stop_reason: None,
+            summary: String::new(),
+        }
+    }
+
+    fn goal_reply(call: GoalCall, status: GoalStatus) -> Reply {
+        Reply::Goal {
+            session_id: "0198a1b2c3d4e5f6".to_owned(),
+            call,
+            status,
+        }
+    }
+
+    #[test]
+    fn goal_commands_ask_the_daemon_and_say_what_it_answered() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        run_command(&mut app, "/goal coupons apply before tax", now);
+        run_command(&mut app, "/goal on --cap 5", now);
+        run_command(&mut app, "/goal off", now);
+        run_command(&mut app, "/goal", now);
+        let [
+            Request::GoalAdd { text, .. },
+            Request::GoalStart(start),
+            Request::GoalStop { .. },
+            Request::GoalStatus {
+                call: GoalCall::Show,
+                ..
+            },
+        ] = &app.outbox[..]
+        else {
+            panic!("unexpected requests: {:?}", app.outbox);
+        };
+        assert_eq!(text, "coupons apply before tax");
+        assert_eq!(
+            (start.session_id.as_str(), start.cap, start.token_budget),
+            ("0198a1b2c3d4e5f6", Some(5), None)
+        );
+
+        app.on_reply(goal_reply(GoalCall::Add, goal_status(false, 0, 1, 2)), now);
+        let text = transcript_text(&mut app);
+        assert!(
+            text.contains("goal added to /home/dev/shop/goals.md: 2 of 3 open · /goal on"),
+            "{text}"
+        );
+        app.on_reply(goal_reply(GoalCall::Start, goal_status(true, 1, 1, 2)), now);
+        assert_eq!(
+            app.goal.map(|goal| goal.banner()).as_deref(),
+            Some("goal loop · cycle 1/20 · 1 of 3 done · /goal off stops it")
+        );
+        app.on_reply(goal_reply(GoalCall::Show, goal_status(true, 1, 1, 2)), now);
+        let text = transcript_text(&mut app);
+        assert!(text.contains("goal loop running · cycle 1/20"), "{text}");
+        assert!(
+            text.contains("    ☑ goal 0\n    ☐ goal 1\n    ☐ goal 2"),
+            "{text}"
+        );
+        app.on_reply(goal_reply(GoalCall::Stop, goal_status(false, 1, 1, 2)), now);
+        assert_eq!(app.goal, None);
+        assert_eq!(
+            app.flash.as_deref(),
+            Some("the goal loop is off · /goal status shows where it got")
+        );
+    }
+
+    #[test]
+    fn the_goal_banner_follows_the_loop_events() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        feed(
+            &mut app,
+            now,
+            [EventKind::GoalCycleStarted { cycle: 1, cap: 8 }],
+        );
+        assert_eq!(
+            app.goal.map(|goal| goal.banner()).as_deref(),
+            Some("goal loop · cycle 1/8 · /goal off stops it")
+        );
+        feed(
+            &mut app,
+            now,
+            [
+                EventKind::GoalCycleFinished {
+                    cycle: 1,
+                    done: 1,
+                    left: 4,
+                },
+                EventKind::GoalCycleStarted { cycle: 2, cap: 8 },
+            ],
+        );
+        assert_eq!(
+            app.goal.map(|goal| goal.banner()).as_deref(),
+            Some("goal loop · cycle 2/8 · 1 of 5 done · /goal off stops it")
+        );
+        feed(
+            &mut app,
+            now,
+            [EventKind::GoalLoopStopped {
+                reason: "all goals are done".to_owned(),
+                summary: "Goal loop finished after 2 cycles: all 5 goals are done.".to_owned(),
+            }],
+        );
+        assert_eq!(app.goal, None);
+        let text = transcript_text(&mut app);
+        assert!(
+            text.contains("Goal loop finished after 2 cycles: all 5 goals are done."),
+            "{text}"
+        );
+        // A cycle's end after the stop (the one that was cancelled) brings no banner back.
+        feed(
+            &mut app,
+            now,
+            [EventKind::GoalCycleFinished {
+                cycle: 2,
+                done: 5,
+                left: 0,
+            }],
+        );
+        assert_eq!(app.goal, None);
+    }
+
+    #[test]
+    fn on_attach_the_replay_rebuilds_the_banner_and_the_status_makes_it_exact() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        let mut info = session("0198a1b2c3d4e5f6", CWD, "shop");
+        info.last_seq = 3;
+        app.on_reply(Reply::Attached(info), now);
+        feed(
+            &mut app,
+            now,
+            [EventKind::GoalCycleStarted { cycle: 1, cap: 20 }],
+        );
+        // The status is asked for once, when the replay is over.
+        assert!(app.outbox.is_empty(), "{:?}", app.outbox);
+        feed(
+            &mut app,
+            now,
+            [
+                EventKind::GoalCycleStarted { cycle: 1, cap: 20 },
+                EventKind::GoalCycleFinished {
+                    cycle: 1,
+                    done: 1,
+                    left: 2,
+                },
+                EventKind::GoalCycleStarted { cycle: 2, cap: 20 },
+            ],
+        );
+        let [
+            Request::GoalStatus {
+                call: GoalCall::Sync,
+                ..
+            },
+        ] = &app.outbox[..]
+        else {
+            panic!("expected one goal/status: {:?}", app.outbox);
+        };
+        assert_eq!(
+            app.goal.map(|goal| goal.banner()).as_deref(),
+            Some("goal loop · cycle 2/20 · 1 of 3 done · /goal off stops it")
+        );
+        // goals.md was edited by hand meanwhile: the status is the truth, and says nothing.
+        let before = transcript_text(&mut app);
+        app.on_reply(goal_reply(GoalCall::Sync, goal_status(true, 2, 2, 2)), now);
+        assert_eq!(
+            app.goal.map(|goal| goal.banner()).as_deref(),
+            Some("goal loop · cycle 2/20 · 2 of 4 done · /goal off stops it")
+        );
+        assert_eq!(transcript_text(&mut app), before);
+        // An answer about the session left behind changes nothing.
+        app.on_reply(
+            Reply::Goal {
+                session_id: "0198ffff".to_owned(),
+                call: GoalCall::Sync,
+                status: goal_status(false, 0, 0, 0),
+            },
+            now,
+        );
+        assert!(app.goal.is_some());
+        // A loop that ended while nobody watched has no banner.
+        app.on_reply(goal_reply(GoalCall::Sync, goal_status(false, 2, 2, 2)), now);
+        assert_eq!(app.goal, None);
     }
 }

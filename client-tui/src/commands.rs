@@ -52,6 +52,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         about: "what the session cost, per turn",
     },
     CommandSpec {
+        name: "goal",
+        args: "[TEXT|on|off|status]",
+        about: "add a goal to goals.md, start or stop the loop that works through them",
+    },
+    CommandSpec {
         name: "todo",
         args: "",
         about: "show or hide the model's todo list",
@@ -104,6 +109,15 @@ pub enum Command {
     Compact,
     Cache,
     Cost,
+    /// `/goal TEXT`: appends an unchecked goal to goals.md.
+    GoalAdd(String),
+    /// `/goal on [--cap N]`.
+    GoalOn {
+        cap: Option<u32>,
+    },
+    GoalOff,
+    /// `/goal` or `/goal status`.
+    GoalStatus,
     Todo,
     Sessions,
     New,
@@ -151,6 +165,7 @@ pub fn parse_input(text: &str) -> Input {
         "compact" => Command::Compact,
         "cache" => Command::Cache,
         "cost" => Command::Cost,
+        "goal" | "goals" => parse_goal(argument),
         "todo" | "todos" => Command::Todo,
         "sessions" | "resume" => Command::Sessions,
         "new" | "clear" => Command::New,
@@ -161,6 +176,42 @@ pub fn parse_input(text: &str) -> Input {
             "unknown command /{name}: /help lists them (start a prompt with // to send a leading /)"
         )),
     })
+}
+
+/// `/goal`'s argument. A lone `on`, `off` or `status` is the command; with more words it is a
+/// goal's text ("on mobile, the menu folds"), except that flags after `on` are the loop's.
+fn parse_goal(argument: &str) -> Command {
+    let (word, rest) = match argument.split_once(char::is_whitespace) {
+        Some((word, rest)) => (word, rest.trim()),
+        None => (argument, ""),
+    };
+    match (word, rest) {
+        ("" | "status", "") => Command::GoalStatus,
+        ("off", "") => Command::GoalOff,
+        ("on", "") => Command::GoalOn { cap: None },
+        ("on", flags) if flags.starts_with("--") => parse_goal_flags(flags),
+        _ => Command::GoalAdd(argument.to_owned()),
+    }
+}
+
+fn parse_goal_flags(flags: &str) -> Command {
+    let words: Vec<&str> = flags.split_whitespace().collect();
+    let value = match words[..] {
+        ["--cap", value] => Some(value),
+        [flag] => flag.strip_prefix("--cap="),
+        _ => None,
+    };
+    let Some(value) = value else {
+        return Command::Invalid(format!(
+            "/goal on takes one flag, --cap N (the most cycles, 20 by default), not `{flags}`"
+        ));
+    };
+    match value.parse::<u32>() {
+        Ok(cap) if cap > 0 => Command::GoalOn { cap: Some(cap) },
+        _ => Command::Invalid(format!(
+            "--cap is a number of cycles, at least 1, not `{value}` (e.g. `/goal on --cap 10`)"
+        )),
+    }
 }
 
 /// One completion candidate: the text that replaces the input, and what the list shows.
@@ -212,9 +263,28 @@ pub fn complete(input: &str) -> Vec<Candidate> {
             label: "undo".to_owned(),
             about: "put back what the last rewind changed (until the next prompt)".to_owned(),
         }],
+        Some(("goal", partial)) if !partial.contains(' ') => GOAL_WORDS
+            .iter()
+            .filter(|(word, _)| word.starts_with(partial))
+            .map(|(word, about)| Candidate {
+                replacement: format!("/goal {word}"),
+                label: (*word).to_owned(),
+                about: (*about).to_owned(),
+            })
+            .collect(),
         Some(_) => Vec::new(),
     }
 }
+
+/// The words `/goal` completes; anything else typed after it is a goal.
+const GOAL_WORDS: [(&str, &str); 3] = [
+    ("status", "the goals, the loop's cycle, tokens and cost"),
+    (
+        "on",
+        "start the loop: a turn per cycle until every goal is done (--cap N cycles, 20 by default)",
+    ),
+    ("off", "stop the loop; a cycle in flight is cancelled"),
+];
 
 pub fn mode_meaning(mode: Mode) -> &'static str {
     match mode {
@@ -339,5 +409,60 @@ mod tests {
         assert_eq!(next_mode(Mode::Plan), Mode::Code);
         assert_eq!(next_mode(Mode::Code), Mode::Yolo);
         assert_eq!(next_mode(Mode::Yolo), Mode::Plan);
+    }
+
+    #[test]
+    fn goal_adds_text_and_a_lone_word_runs_the_loop() {
+        let goal = |text: &str| match parse_input(text) {
+            Input::Command(command) => command,
+            other => panic!("{text} is not a command: {other:?}"),
+        };
+        assert_eq!(goal("/goal"), Command::GoalStatus);
+        assert_eq!(goal("/goal status "), Command::GoalStatus);
+        assert_eq!(goal("/goal off"), Command::GoalOff);
+        assert_eq!(goal("/goal on"), Command::GoalOn { cap: None });
+        assert_eq!(goal("/goal on --cap 5"), Command::GoalOn { cap: Some(5) });
+        assert_eq!(
+            goal("/goal on  --cap=12"),
+            Command::GoalOn { cap: Some(12) }
+        );
+        assert_eq!(
+            goal("/goal coupons apply  before tax"),
+            Command::GoalAdd("coupons apply  before tax".to_owned())
+        );
+        // With more words, `on`, `off` and `status` start a goal's text.
+        assert_eq!(
+            goal("/goal on mobile the menu folds"),
+            Command::GoalAdd("on mobile the menu folds".to_owned())
+        );
+        assert_eq!(
+            goal("/goal off-by-one in paging fixed"),
+            Command::GoalAdd("off-by-one in paging fixed".to_owned())
+        );
+        for (typed, expected) in [
+            ("/goal on --cap", "one flag, --cap N"),
+            ("/goal on --cap 0", "at least 1, not `0`"),
+            ("/goal on --cap ten", "not `ten`"),
+            ("/goal on --budget 5", "not `--budget 5`"),
+        ] {
+            let Command::Invalid(message) = goal(typed) else {
+                panic!("{typed} should be refused");
+            };
+            assert!(message.contains(expected), "{typed}: {message}");
+        }
+    }
+
+    #[test]
+    fn goal_completes_its_words() {
+        let words: Vec<String> = complete("/goal ").into_iter().map(|c| c.label).collect();
+        assert_eq!(words, ["status", "on", "off"]);
+        let words: Vec<String> = complete("/goal o").into_iter().map(|c| c.label).collect();
+        assert_eq!(words, ["on", "off"]);
+        assert_eq!(complete("/goal of")[0].replacement, "/goal off");
+        // The argument is optional: completing the name runs `/goal` (the status).
+        assert_eq!(complete("/go")[0].replacement, "/goal");
+        assert_eq!(complete("/go")[0].label, "/goal [TEXT|on|off|status]");
+        assert!(complete("/goal fix").is_empty());
+        assert!(complete("/goal on --cap").is_empty());
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use cwcode_protocol::client::EventStream;
 use cwcode_protocol::{
     ApprovalRespondParams, CacheReport, CheckpointInfo, Client, ClientError, ConnectOptions,
-    CostReport, CreateSessionParams, Event, EventKind, Mode, ProfileInfo, RewindResult,
-    SessionInfo,
+    CostReport, CreateSessionParams, Event, EventKind, GoalStartParams, GoalStatus, Mode,
+    ProfileInfo, RewindResult, SessionInfo,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -58,6 +58,29 @@ pub enum Request {
     Cost {
         session_id: String,
     },
+    GoalAdd {
+        session_id: String,
+        text: String,
+    },
+    GoalStart(GoalStartParams),
+    GoalStop {
+        session_id: String,
+    },
+    GoalStatus {
+        session_id: String,
+        call: GoalCall,
+    },
+}
+
+/// What a goal call was for: every answer is the loop's status, shown according to the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoalCall {
+    /// Asked once the journal is replayed, to set the banner exactly; nothing is shown.
+    Sync,
+    Add,
+    Start,
+    Stop,
+    Show,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +105,7 @@ pub enum Action {
     Compact,
     Cache,
     Cost,
+    Goal,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +128,12 @@ pub enum Reply {
     RewindUndone(RewindResult),
     Cache(CacheReport),
     Cost(CostReport),
+    /// The goal loop's status, with the session it is of: a session switch may overtake it.
+    Goal {
+        session_id: String,
+        call: GoalCall,
+        status: GoalStatus,
+    },
     Failed {
         action: Action,
         message: String,
@@ -357,6 +387,10 @@ fn action_of(request: &Request) -> Action {
         Request::Compact { .. } => Action::Compact,
         Request::Cache { .. } => Action::Cache,
         Request::Cost { .. } => Action::Cost,
+        Request::GoalAdd { .. }
+        | Request::GoalStart(_)
+        | Request::GoalStop { .. }
+        | Request::GoalStatus { .. } => Action::Goal,
     }
 }
 
@@ -405,8 +439,32 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
         }
         Request::Cache { session_id } => Reply::Cache(client.cache(&session_id).await?),
         Request::Cost { session_id } => Reply::Cost(client.cost(&session_id).await?),
+        Request::GoalAdd { session_id, text } => {
+            let status = client.goal_add(&session_id, &text).await?;
+            goal_reply(session_id, GoalCall::Add, status)
+        }
+        Request::GoalStart(params) => {
+            let status = client.goal_start(&params).await?;
+            goal_reply(params.session_id, GoalCall::Start, status)
+        }
+        Request::GoalStop { session_id } => {
+            let status = client.goal_stop(&session_id).await?;
+            goal_reply(session_id, GoalCall::Stop, status)
+        }
+        Request::GoalStatus { session_id, call } => {
+            let status = client.goal_status(&session_id).await?;
+            goal_reply(session_id, call, status)
+        }
     };
     Ok(Done::Reply(reply))
+}
+
+fn goal_reply(session_id: String, call: GoalCall, status: GoalStatus) -> Reply {
+    Reply::Goal {
+        session_id,
+        call,
+        status,
+    }
 }
 
 /// The daemon's own words for an RPC error (they say what to fix); the full text otherwise.

@@ -1,8 +1,8 @@
-//! What `/cache`, `/cost` and the rewind events say, as text for the transcript. The tables are
+//! What `/cache`, `/cost`, `/goal status` and the rewind events say, as text for the transcript. The tables are
 //! narrow enough for an 80-column terminal: counts are shortened (12.3k) rather than printed
 //! whole, as `cwcode-cli` does for scripts.
 
-use cwcode_protocol::{CacheReport, CostReport, RewindResult};
+use cwcode_protocol::{CacheReport, CostReport, GoalStatus, RewindResult};
 
 use crate::transcript::{percent, shorten, tokens};
 use crate::wrap;
@@ -100,6 +100,50 @@ pub fn cost_table(report: &CostReport) -> String {
     out
 }
 
+/// `/goal status`: where the loop is, the goals with their boxes, what it used against its
+/// budgets, and the daemon's account of it.
+pub fn goal_status(status: &GoalStatus) -> String {
+    let total = status.done + status.left;
+    let mut out = if status.running {
+        format!(
+            "goal loop running · cycle {}/{} · {} of {total} done · /goal off stops it",
+            status.cycle, status.cap, status.done
+        )
+    } else {
+        format!(
+            "goal loop off · {} of {total} done · /goal on starts it (at most {} cycles)",
+            status.done, status.cap
+        )
+    };
+    if status.goals.is_empty() {
+        out.push_str(&format!(
+            "\nno goals in {} yet: /goal TEXT adds one",
+            status.goals_file
+        ));
+    } else {
+        out.push_str(&format!("\ngoals in {}:", status.goals_file));
+        for goal in &status.goals {
+            let mark = if goal.done { "☑" } else { "☐" };
+            out.push_str(&format!("\n  {mark} {}", wrap::sanitize(&goal.text)));
+        }
+    }
+    out.push_str(&format!("\nused {} tokens", tokens(status.tokens_used)));
+    if let Some(budget) = status.token_budget {
+        out.push_str(&format!(" of {}", tokens(budget)));
+    }
+    if status.cost_used > 0.0 || status.cost_budget.is_some() {
+        out.push_str(&format!(" · cost {}", money(status.cost_used)));
+        if let Some(budget) = status.cost_budget {
+            out.push_str(&format!(" of {}", money(budget)));
+        }
+    }
+    if !status.summary.is_empty() {
+        out.push('\n');
+        out.push_str(status.summary.trim_end());
+    }
+    out
+}
+
 /// The row that stands for the turns a table leaves out.
 fn earlier(turns: usize) -> String {
     match turns.saturating_sub(TABLE_TURNS) {
@@ -161,7 +205,7 @@ pub fn rewind_effect(result: &RewindResult) -> String {
 
 #[cfg(test)]
 mod tests {
-    use cwcode_protocol::{PriceTable, TurnCache, TurnCost};
+    use cwcode_protocol::{GoalItem, PriceTable, TurnCache, TurnCost};
 
     use super::*;
 
@@ -275,5 +319,56 @@ mod tests {
         };
         assert_eq!(rewind_effect(&result), "restored a; removed b");
         assert_eq!(rewind_effect(&RewindResult::default()), "no file changed");
+    }
+
+    #[test]
+    fn the_goal_status_lists_the_boxes_and_what_the_loop_used() {
+        let goal = |text: &str, done| GoalItem {
+            text: text.to_owned(),
+            done,
+        };
+        let mut status = GoalStatus {
+            running: true,
+            cycle: 3,
+            cap: 20,
+            goals_file: "/home/dev/shop/goals.md".to_owned(),
+            goals: vec![goal("parse the coupons", true), goal("test them", false)],
+            done: 1,
+            left: 1,
+            tokens_used: 48_200,
+            cost_used: 0.0123,
+            token_budget: Some(100_000),
+            cost_budget: None,
+            stop_reason: None,
+            summary: "Goal loop running: cycle 3 of 20. Left:\n- test them\nUsed 48200 tokens."
+                .to_owned(),
+        };
+        assert_eq!(
+            goal_status(&status).lines().collect::<Vec<_>>(),
+            [
+                "goal loop running · cycle 3/20 · 1 of 2 done · /goal off stops it",
+                "goals in /home/dev/shop/goals.md:",
+                "  ☑ parse the coupons",
+                "  ☐ test them",
+                "used 48.2k tokens of 100k · cost 0.0123",
+                "Goal loop running: cycle 3 of 20. Left:",
+                "- test them",
+                "Used 48200 tokens.",
+            ]
+        );
+        status.running = false;
+        status.goals.clear();
+        status.cost_used = 0.0;
+        status.summary.clear();
+        let text = goal_status(&status);
+        assert!(
+            text.starts_with("goal loop off · 1 of 2 done · /goal on starts it"),
+            "{text}"
+        );
+        assert!(
+            text.contains("no goals in /home/dev/shop/goals.md yet"),
+            "{text}"
+        );
+        assert!(!text.contains("cost"), "{text}");
     }
 }

@@ -338,6 +338,26 @@ impl Transcript {
                 );
                 self.rewind_failures(result);
             }
+            EventKind::GoalCycleStarted { cycle, cap } => self.note(
+                format!("goal loop: cycle {cycle} of at most {cap} starts on the open goals"),
+                Tone::Info,
+            ),
+            EventKind::GoalCycleFinished { cycle, done, left } => self.note(
+                format!(
+                    "goal loop: cycle {cycle} ended · {done} of {} goals done",
+                    done + left
+                ),
+                Tone::Info,
+            ),
+            // The summary says why it stopped and what is left: worth reading, not dimmed.
+            EventKind::GoalLoopStopped { reason, summary } => self.note(
+                if summary.trim().is_empty() {
+                    format!("goal loop stopped: {reason}")
+                } else {
+                    summary.trim_end().to_owned()
+                },
+                Tone::Warn,
+            ),
             EventKind::Error { message } => self.note(message.clone(), Tone::Error),
             EventKind::StormBroken { tool, .. } => self.note(
                 format!("the storm-breaker stopped a loop of failing {tool} calls"),
@@ -1120,5 +1140,33 @@ mod tests {
         assert_eq!(outcome_word(TurnOutcome::StormBroken), "storm broken");
         assert_eq!(shorten("abcdef", 4), "abc…");
         assert_eq!(shorten("abcd", 4), "abcd");
+    }
+
+    #[test]
+    fn the_goal_loop_says_each_cycle_and_how_it_ended() {
+        let mut transcript = Transcript::default();
+        transcript.apply(&EventKind::GoalCycleStarted { cycle: 2, cap: 20 });
+        transcript.apply(&EventKind::GoalCycleFinished {
+            cycle: 2,
+            done: 3,
+            left: 2,
+        });
+        transcript.apply(&EventKind::GoalLoopStopped {
+            reason: "the cap of 2 cycles was reached".into(),
+            summary: "Goal loop stopped after 2 cycles: the cap of 2 cycles was reached. 3 of 5 goals done.".into(),
+        });
+        transcript.apply(&EventKind::GoalLoopStopped {
+            reason: "stopped by the user".into(),
+            summary: String::new(),
+        });
+        assert_eq!(
+            texts(&mut transcript, 200, false),
+            [
+                "· goal loop: cycle 2 of at most 20 starts on the open goals",
+                "· goal loop: cycle 2 ended · 3 of 5 goals done",
+                "· Goal loop stopped after 2 cycles: the cap of 2 cycles was reached. 3 of 5 goals done.",
+                "· goal loop stopped: stopped by the user",
+            ]
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! Drawing: the header, the transcript, the todo list, the completion list, the input (or the
+//! Drawing: the header, the transcript, the todo list, the goal loop's banner, the completion
+//! list, the input (or the
 //! approval prompt, or the rewind picker) and the status line, or the session picker. Pure
 //! functions of the state, drawn into whatever backend the terminal has (a test backend in the
 //! snapshot tests).
@@ -20,6 +21,8 @@ use crate::transcript::{percent, shorten, tokens};
 use crate::wrap;
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
+/// The goal loop's banner: turns start on their own while it runs, so it stands out.
+const BANNER: Style = Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD);
 const SELECTED: Style = Style::new().add_modifier(Modifier::REVERSED);
 const MAX_INPUT_ROWS: usize = 8;
 const MAX_COMPLETIONS: usize = 8;
@@ -57,6 +60,11 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
 
     let width = body.width as usize;
     let todo_lines = todo_lines(app);
+    let banner: Vec<Line<'static>> = app
+        .goal
+        .iter()
+        .map(|goal| Line::styled(shorten(&goal.banner(), width), BANNER))
+        .collect();
     // An approval asked meanwhile (a prompt from another terminal) comes before the picker.
     let rewind = app.rewind.as_ref().filter(|_| app.approval().is_none());
     let (completions, input_lines, cursor, input_rows) = match rewind {
@@ -71,9 +79,10 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
             (completion_lines(app, width), lines, cursor, rows)
         }
     };
-    let [transcript, todos, popup, rule, input] = Layout::vertical([
+    let [transcript, todos, goal, popup, rule, input] = Layout::vertical([
         Constraint::Fill(1),
         Constraint::Length(todo_lines.len() as u16),
+        Constraint::Length(banner.len() as u16),
         Constraint::Length(completions.len() as u16),
         Constraint::Length(1),
         Constraint::Length(input_rows as u16),
@@ -81,6 +90,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
     .areas(body);
     draw_transcript(frame, app, transcript);
     frame.render_widget(Paragraph::new(todo_lines), todos);
+    frame.render_widget(Paragraph::new(banner), goal);
     frame.render_widget(Paragraph::new(completions), popup);
     frame.render_widget(Paragraph::new(Line::styled("─".repeat(width), DIM)), rule);
     // Keep the cursor's row in view when the input is taller than its area.
@@ -989,5 +999,44 @@ mod tests {
         insta::assert_snapshot!(terminal.backend());
         // After "than the window" on the wrapped row.
         terminal.backend_mut().assert_cursor_position((18, 6));
+    }
+
+    #[test]
+    fn goal_loop_banner() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        feed(
+            &mut app,
+            now,
+            [
+                EventKind::GoalCycleStarted { cycle: 2, cap: 20 },
+                EventKind::GoalCycleFinished {
+                    cycle: 2,
+                    done: 2,
+                    left: 3,
+                },
+                EventKind::GoalCycleStarted { cycle: 3, cap: 20 },
+                running(),
+            ],
+        );
+        let terminal = screen(&mut app, now, 80, 10);
+        insta::assert_snapshot!(terminal.backend());
+        // Stopped: the banner goes and the summary stays in the transcript.
+        feed(
+            &mut app,
+            now,
+            [EventKind::GoalLoopStopped {
+                reason: "stopped by the user".to_owned(),
+                summary:
+                    "Goal loop stopped after 3 cycles: stopped by the user. 2 of 5 goals done."
+                        .to_owned(),
+            }],
+        );
+        let shown = screen(&mut app, now, 80, 10).backend().to_string();
+        assert!(!shown.contains("/goal off stops it"), "{shown}");
+        assert!(
+            shown.contains("Goal loop stopped after 3 cycles"),
+            "{shown}"
+        );
     }
 }

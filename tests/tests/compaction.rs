@@ -63,7 +63,7 @@ async fn a_request_that_would_overflow_the_window_compacts_first() {
     let home = Home::new(&provider.url);
     let mut config: Value =
         serde_json::from_str(&std::fs::read_to_string(home.paths.config()).unwrap()).unwrap();
-    config["profiles"]["fake"]["context_window"] = 3000.into();
+    config["profiles"]["fake"]["context_window"] = 4000.into();
     std::fs::write(home.paths.config(), serde_json::to_vec(&config).unwrap()).unwrap();
     let _daemon = home.start_daemon();
     let long_answer = "lorem ipsum dolor sit amet ".repeat(120);
@@ -86,7 +86,8 @@ async fn a_request_that_would_overflow_the_window_compacts_first() {
         _ => None,
     });
     let (before, after) = compacted.expect("a compaction happened");
-    assert!(before > 2400 && after < before / 2, "{before} → {after}");
+    // The long answers (about 800 tokens each) were folded into a one-line summary.
+    assert!(before > 3200 && before - after > 1200, "{before} → {after}");
     let last = contents(provider.requests().last().unwrap());
     assert!(
         last[1].contains("SUMMARY: long answers were given"),
