@@ -539,7 +539,13 @@ async fn daemon(action: DaemonAction, json: bool) -> anyhow::Result<ExitCode> {
                 println!("cwcoded is not running");
                 return Ok(ExitCode::SUCCESS);
             };
-            client.shutdown().await?;
+            // The daemon may close the connection before its answer arrives: it is stopping
+            // either way, which the socket's disappearance confirms below.
+            if let Err(error) = client.shutdown().await
+                && error.rpc_code().is_some()
+            {
+                return Err(error.into());
+            }
             // The daemon removes its socket as the last step of draining.
             for _ in 0..1500 {
                 if !paths.socket.exists() {

@@ -112,8 +112,17 @@ async fn rewind_restores_tool_and_shell_edits_and_can_be_undone() {
         .iter()
         .filter(|m| m["role"] == "user")
         .map(|m| m["content"].as_str().unwrap())
+        .filter(|content| !content.starts_with("[cwcode]"))
         .collect();
     assert_eq!(users, ["edit a", "what now?"]);
+    let notice = messages.as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        notice.contains("a.txt"),
+        "the model is told the rewind changed what it read: {notice}"
+    );
     let journal = home.journal(&id);
     assert!(
         journal

@@ -26,6 +26,9 @@ use crate::tools::Registry;
 use lifecycle::{Instance, StartError};
 use rpc::Daemon;
 
+/// How long open connections get to finish after the drain.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
@@ -129,6 +132,15 @@ pub async fn run(
     daemon.sessions.drain().await;
     drop(listener);
     let _ = server_handle.stop();
+    // Connections finish the requests they hold (the `daemon/shutdown` answer among them)
+    // before the process exits; a client that never reads gets a bounded wait.
+    drop(stop_handle);
+    if tokio::time::timeout(SHUTDOWN_GRACE, server_handle.stopped())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open at exit");
+    }
     drop(instance);
     tracing::info!("cwcoded stopped");
     Ok(())
