@@ -151,9 +151,8 @@ impl Workspace {
     }
 }
 
-/// `..` and `.` folded away without touching the filesystem: where the path claims to go, used
-/// only to explain a refusal.
-fn lexically_normal(path: &Path) -> PathBuf {
+/// `..` and `.` folded away without touching the filesystem: where the path claims to go.
+pub fn lexically_normal(path: &Path) -> PathBuf {
     let mut normal = PathBuf::new();
     for component in path.components() {
         match component {

@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::lexically_normal;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -422,21 +424,6 @@ fn canonical_even_if_missing(path: &Path) -> PathBuf {
         }
     }
     absolute
-}
-
-/// `.` and `..` folded away without touching the filesystem.
-fn lexically_normal(path: &Path) -> PathBuf {
-    let mut normal = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
-    normal
 }
 
 #[cfg(test)]
