@@ -254,11 +254,14 @@ fn replace(
         .match_indices(needle.as_str())
         .map(|(offset, _)| offset)
         .collect();
-    match found.len() {
+    // Uniqueness counts overlapping occurrences too: `}\n}` is in `}\n}\n}` twice, and
+    // picking the first would edit a place the model may not have meant.
+    let every = overlapping_occurrences(&haystack.text, &needle);
+    match every.len() {
         0 => return Err(not_found(&haystack.text, &needle, shown_as)),
         1 => {}
         count if !replacement.replace_all.unwrap_or(false) => {
-            let lines: Vec<usize> = found
+            let lines: Vec<usize> = every
                 .iter()
                 .map(|offset| haystack.line_of(*offset))
                 .collect();
@@ -284,6 +287,19 @@ fn replace(
     }
     edited.push_str(&text[kept_from..]);
     Ok((edited, lines))
+}
+
+/// Every offset at which `needle` starts, overlapping ones included.
+fn overlapping_occurrences(haystack: &str, needle: &str) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut from = 0;
+    while let Some(found) = haystack[from..].find(needle) {
+        let offset = from + found;
+        offsets.push(offset);
+        let step = haystack[offset..].chars().next().map_or(1, char::len_utf8);
+        from = offset + step;
+    }
+    offsets
 }
 
 /// The not-found message, naming the lines most like the first line of `old_string`, which is
@@ -416,6 +432,7 @@ fn report(shown_as: &str, applied: &[Vec<usize>]) -> String {
 #[cfg(test)]
 mod tests {
     use std::fs;
+
     use std::os::unix::fs::PermissionsExt;
 
     use serde_json::json;
@@ -732,5 +749,20 @@ mod tests {
         let args: EditFileArgs =
             serde_json::from_value(json!({"path": "src/a.rs", "old_string": "a"})).unwrap();
         assert_eq!(args.touched_paths(), vec![PathBuf::from("src/a.rs")]);
+    }
+
+    #[tokio::test]
+    async fn an_old_string_found_twice_in_overlapping_places_is_not_unique() {
+        let fixture = Fixture::new("    }\n    }\n    }\n");
+        let error = fixture
+            .edit(json!({"old_string": "    }\n    }", "new_string": "}"}))
+            .await
+            .unwrap_err();
+        assert!(
+            error.message.contains("matches 2 places"),
+            "{}",
+            error.message
+        );
+        assert_eq!(fixture.content(), "    }\n    }\n    }\n");
     }
 }
