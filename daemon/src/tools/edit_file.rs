@@ -432,7 +432,6 @@ fn report(shown_as: &str, applied: &[Vec<usize>]) -> String {
 #[cfg(test)]
 mod tests {
     use std::fs;
-
     use std::os::unix::fs::PermissionsExt;
 
     use serde_json::json;
