@@ -125,6 +125,8 @@ enum Command {
     Compact { id: String },
     /// What the session cost so far, priced with its profile's `pricing` table.
     Cost { id: String },
+    /// Switch a session's provider profile (see `profiles`); the next request uses it.
+    Profile { id: String, profile: String },
     /// Delete a session and its files.
     Rm { id: String },
     /// Check the setup: daemon files and permissions, configuration, default profile and key,
@@ -389,6 +391,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print_json(&report)?;
             } else {
                 print!("{}", render::cost_table(&report));
+            }
+        }
+        Command::Profile { id, profile } => {
+            let info = connect(true).await?.set_profile(&id, &profile).await?;
+            if json {
+                print_json(&info)?;
+            } else {
+                println!("{} now uses profile {}", info.id, info.profile);
             }
         }
         Command::Rm { id } => {

@@ -119,6 +119,7 @@ impl Renderer {
                 None => format!("  {request_id}: {decision:?}"),
             },
             EventKind::ModeChanged { mode } => format!("· mode is now {mode}"),
+            EventKind::ProfileChanged { profile } => format!("· profile is now {profile}"),
             EventKind::TurnFinished {
                 turn,
                 outcome,

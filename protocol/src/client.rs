@@ -245,6 +245,19 @@ impl Client {
         self.call(methods::SESSION_SET_MODE, params).await
     }
 
+    /// Switches the session's provider profile; the next request uses it.
+    pub async fn set_profile(
+        &self,
+        session_id: &str,
+        profile: &str,
+    ) -> Result<SessionInfo, ClientError> {
+        let params = SetProfileParams {
+            session_id: session_id.to_owned(),
+            profile: profile.to_owned(),
+        };
+        self.call(methods::SESSION_SET_PROFILE, params).await
+    }
+
     pub async fn respond_approval(
         &self,
         params: &ApprovalRespondParams,

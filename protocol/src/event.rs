@@ -138,6 +138,10 @@ pub enum EventKind {
     ModeChanged {
         mode: Mode,
     },
+    /// The session's next requests go to this provider profile.
+    ProfileChanged {
+        profile: String,
+    },
     StatusChanged {
         status: SessionStatus,
     },

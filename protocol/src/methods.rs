@@ -10,6 +10,7 @@ pub const SESSION_DELETE: &str = "session/delete";
 pub const SESSION_SEND: &str = "session/send";
 pub const SESSION_CANCEL: &str = "session/cancel";
 pub const SESSION_SET_MODE: &str = "session/setMode";
+pub const SESSION_SET_PROFILE: &str = "session/setProfile";
 pub const SESSION_CACHE: &str = "session/cache";
 pub const SESSION_CHECKPOINTS: &str = "session/checkpoints";
 pub const SESSION_REWIND: &str = "session/rewind";

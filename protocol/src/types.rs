@@ -132,6 +132,14 @@ pub struct SetModeParams {
     pub mode: Mode,
 }
 
+/// Switches the provider profile the session's next requests use.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetProfileParams {
+    pub session_id: String,
+    pub profile: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscribeParams {

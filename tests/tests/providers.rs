@@ -52,3 +52,35 @@ async fn a_provider_that_demands_its_reasoning_back_gets_it_for_the_rest_of_the_
         "and for the rest of the session"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_a_sessions_profile_sends_the_next_turn_to_the_new_provider() {
+    let first = FakeProvider::start().await;
+    let second = FakeProvider::start().await;
+    let home = Home::new(&first.url);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.paths.config()).unwrap()).unwrap();
+    config["profiles"]["other"] =
+        serde_json::json!({"base_url": second.url, "model": "other-model"});
+    std::fs::write(home.paths.config(), serde_json::to_vec(&config).unwrap()).unwrap();
+    let _daemon = home.start_daemon();
+    first.reply(text("from the first"));
+    second.reply(text("from the second"));
+    let id = home.new_session("code");
+    assert_eq!(
+        home.cli_ok(&["send", &id, "one", "--wait"]).trim(),
+        "from the first"
+    );
+    home.cli_ok(&["profile", &id, "other"]);
+    assert_eq!(
+        home.cli_ok(&["send", &id, "two", "--wait"]).trim(),
+        "from the second"
+    );
+    assert_eq!(second.requests()[0]["model"], "other-model");
+    let info: serde_json::Value =
+        serde_json::from_str(&home.cli_ok(&["show", &id, "--json"])).unwrap();
+    assert_eq!(info["profile"], "other");
+    let unknown = home.cli(&["profile", &id, "nope"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nope"));
+}

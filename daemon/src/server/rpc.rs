@@ -7,7 +7,7 @@ use std::time::Instant;
 use cwcode_protocol::{
     ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, DoctorReport, ErrorCode,
     Event, EventKind, GoalAddParams, GoalStartParams, RewindParams, SendParams, SessionRef,
-    SetKeyParams, SetModeParams, SubscribeParams, methods,
+    SetKeyParams, SetModeParams, SetProfileParams, SubscribeParams, methods,
 };
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
@@ -106,6 +106,11 @@ pub fn module(
         let params: SetModeParams = parse(&params)?;
         let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
         session.set_mode(params.mode).map_err(rpc_error)
+    })?;
+    module.register_method(methods::SESSION_SET_PROFILE, |params, daemon, _| {
+        let params: SetProfileParams = parse(&params)?;
+        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+        session.set_profile(&params.profile).map_err(rpc_error)
     })?;
     module.register_method(methods::APPROVAL_RESPOND, |params, daemon, _| {
         let params: ApprovalRespondParams = parse(&params)?;

@@ -309,6 +309,28 @@ impl Session {
         Ok(self.info())
     }
 
+    /// Points the session at another provider profile; a turn in flight finishes on the old
+    /// one. The new provider's cache is cold, so the next request is billed in full.
+    pub fn set_profile(&self, profile: &str) -> Result<SessionInfo, SessionError> {
+        self.shared
+            .providers
+            .check_profile(profile)
+            .map_err(|error| SessionError::Profile(error.to_string()))?;
+        let changed = {
+            let mut control = self.control();
+            let changed = control.info.profile != profile;
+            control.info.profile = profile.to_owned();
+            changed
+        };
+        if changed {
+            self.log.publish(EventKind::ProfileChanged {
+                profile: profile.to_owned(),
+            })?;
+            self.persist_info()?;
+        }
+        Ok(self.info())
+    }
+
     pub fn subscribe(&self, since: Option<u64>) -> Result<Subscription, SessionError> {
         Ok(self.log.subscribe(since)?)
     }
