@@ -120,6 +120,9 @@ impl Renderer {
             },
             EventKind::ModeChanged { mode } => format!("· mode is now {mode}"),
             EventKind::ProfileChanged { profile } => format!("· profile is now {profile}"),
+            EventKind::ReasoningKept { profile } => {
+                format!("· {profile} wants its reasoning back: this session now replays it")
+            }
             EventKind::TurnFinished {
                 turn,
                 outcome,

@@ -247,7 +247,7 @@ impl App {
         if self.completion_dismissed.as_deref() == Some(text.as_str()) {
             return Vec::new();
         }
-        commands::complete(&text)
+        commands::complete(&text, &self.profiles)
     }
 
     fn new_session_params(&self) -> CreateSessionParams {
@@ -296,6 +296,14 @@ impl App {
                     && session.id == info.id
                 {
                     session.mode = info.mode;
+                }
+            }
+            // The `profile_changed` event that follows says so in the transcript.
+            Reply::ProfileSet(info) => {
+                if let Some(session) = &mut self.session
+                    && session.id == info.id
+                {
+                    session.profile = info.profile;
                 }
             }
             Reply::Cancelled(true) => self.flash = Some("cancelling the turn…".to_owned()),
@@ -482,6 +490,19 @@ impl App {
                 if let Some(session) = &mut self.session {
                     session.mode = *mode;
                 }
+            }
+            EventKind::ProfileChanged { profile } => {
+                if let Some(session) = &mut self.session {
+                    session.profile = profile.clone();
+                }
+                let model = self
+                    .profile()
+                    .map(|info| format!(" ({})", info.model))
+                    .unwrap_or_default();
+                self.note(
+                    format!("profile is now {profile}{model}: the next request goes there"),
+                    Tone::Info,
+                );
             }
             EventKind::StatusChanged { status } => {
                 self.status = *status;
@@ -891,6 +912,15 @@ impl App {
                     self.show_model();
                 }
             }
+            Command::SetProfile(profile)
+                if self.session.as_ref().is_some_and(|s| s.profile == profile) =>
+            {
+                self.note(format!("already on profile {profile}"), Tone::Info);
+            }
+            Command::SetProfile(profile) => self.outbox.push(Request::SetProfile {
+                session_id,
+                profile,
+            }),
             Command::Checkpoints => self.outbox.push(Request::Checkpoints { session_id }),
             Command::Rewind(turn) => self.outbox.push(Request::Rewind { session_id, turn }),
             Command::UndoRewind => self.outbox.push(Request::UndoRewind { session_id }),
@@ -983,10 +1013,7 @@ impl App {
                 profile.name, profile.model, profile.base_url
             ));
         }
-        text.push_str(
-            "\nA session keeps its profile: the daemon cannot switch it yet. \
-             Start one on another profile with `cwcode --new --profile NAME`.",
-        );
+        text.push_str("\n/model NAME switches this session to that profile from its next request.");
         self.note(text, Tone::Info);
     }
 
@@ -1448,7 +1475,7 @@ mod tests {
     }
 
     #[test]
-    fn model_lists_profiles_and_says_switching_is_not_possible_yet() {
+    fn model_lists_profiles_and_says_how_to_switch() {
         let now = Instant::now();
         let mut app = attached_app(now);
         run_command(&mut app, "/model", now);
@@ -1457,7 +1484,103 @@ mod tests {
             text.contains("* deepseek — deepseek-chat at https://api.deepseek.com"),
             "{text}"
         );
-        assert!(text.contains("cannot switch it yet"), "{text}");
+        assert!(text.contains("/model NAME switches"), "{text}");
+        assert!(!text.contains("cannot switch"), "{text}");
+    }
+
+    /// The fixture's session, which also knows a second profile, `local`.
+    fn app_with_two_profiles(now: Instant) -> App {
+        let mut app = attached_app(now);
+        let mut profiles = app.profiles.clone();
+        profiles.push(ProfileInfo {
+            name: "local".to_owned(),
+            base_url: "http://localhost:11434/v1".to_owned(),
+            model: "qwen3-coder".to_owned(),
+            has_key: true,
+            is_default: false,
+            context_window: None,
+            prices: None,
+        });
+        app.on_reply(Reply::Profiles(profiles), now);
+        app
+    }
+
+    #[test]
+    fn model_name_switches_the_profile() {
+        let now = Instant::now();
+        let mut app = app_with_two_profiles(now);
+        run_command(&mut app, "/model local", now);
+        let [
+            Request::SetProfile {
+                session_id,
+                profile,
+            },
+        ] = &app.outbox[..]
+        else {
+            panic!("expected one setProfile: {:?}", app.outbox);
+        };
+        assert_eq!(session_id, "0198a1b2c3d4e5f6");
+        assert_eq!(profile, "local");
+        app.outbox.clear();
+
+        let mut info = app.session.clone().unwrap();
+        info.profile = "local".to_owned();
+        app.on_reply(Reply::ProfileSet(info), now);
+        assert_eq!(app.session.as_ref().unwrap().profile, "local");
+        assert_eq!(app.profile().unwrap().model, "qwen3-coder");
+        // The journalled event says it, once.
+        feed(
+            &mut app,
+            now,
+            [EventKind::ProfileChanged {
+                profile: "local".to_owned(),
+            }],
+        );
+        let text = transcript_text(&mut app);
+        assert_eq!(text.matches("profile is now local").count(), 1, "{text}");
+        assert!(
+            text.contains("profile is now local (qwen3-coder)"),
+            "{text}"
+        );
+
+        // The same profile again asks nothing.
+        run_command(&mut app, "/profile local", now);
+        assert!(app.outbox.is_empty());
+        assert!(transcript_text(&mut app).contains("already on profile local"));
+    }
+
+    #[test]
+    fn a_refused_switch_shows_the_daemons_message() {
+        let now = Instant::now();
+        let mut app = app_with_two_profiles(now);
+        run_command(&mut app, "/model nope", now);
+        app.on_reply(
+            Reply::Failed {
+                action: Action::SetProfile,
+                message: "unknown profile `nope`: config.json has deepseek, local".to_owned(),
+                code: None,
+            },
+            now,
+        );
+        assert_eq!(app.session.as_ref().unwrap().profile, "deepseek");
+        let text = transcript_text(&mut app);
+        assert!(text.contains("unknown profile `nope`"), "{text}");
+    }
+
+    #[test]
+    fn another_clients_switch_updates_the_session() {
+        let now = Instant::now();
+        let mut app = app_with_two_profiles(now);
+        feed(
+            &mut app,
+            now,
+            [EventKind::ProfileChanged {
+                profile: "local".to_owned(),
+            }],
+        );
+        assert_eq!(app.session.as_ref().unwrap().profile, "local");
+        assert_eq!(app.profile().unwrap().model, "qwen3-coder");
+        assert!(transcript_text(&mut app).contains("profile is now local (qwen3-coder)"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What typed text means (a prompt or a slash command), and the completion of slash commands.
 
-use cwcode_protocol::Mode;
+use cwcode_protocol::{Mode, ProfileInfo};
 
 /// A slash command offered by completion and `/help`. Only commands the daemon can carry out
 /// today are listed.
@@ -28,8 +28,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "model",
-        args: "",
-        about: "the provider profiles and their models",
+        args: "[NAME]",
+        about: "list the provider profiles, or switch to one",
     },
     CommandSpec {
         name: "rewind",
@@ -100,7 +100,10 @@ pub enum Input {
 pub enum Command {
     SetMode(Mode),
     ShowMode,
+    /// `/model`: the profiles.
     Model,
+    /// `/model NAME`: switches the session to that profile.
+    SetProfile(String),
     /// `/rewind`: the picker of checkpoints.
     Checkpoints,
     /// `/rewind N`.
@@ -151,7 +154,13 @@ pub fn parse_input(text: &str) -> Input {
             Ok(mode) => Command::SetMode(mode),
             Err(error) => Command::Invalid(format!("{error} (e.g. `/mode plan`)")),
         },
-        "model" | "models" | "profile" | "profiles" => Command::Model,
+        "model" | "models" | "profile" | "profiles" if argument.is_empty() => Command::Model,
+        "model" | "models" | "profile" | "profiles" if argument.contains(char::is_whitespace) => {
+            Command::Invalid(format!(
+                "/{name} takes one profile name, not `{argument}`: /model lists them"
+            ))
+        }
+        "model" | "models" | "profile" | "profiles" => Command::SetProfile(argument.to_owned()),
         "rewind" | "checkpoints" => match argument {
             "" => Command::Checkpoints,
             "undo" => Command::UndoRewind,
@@ -223,8 +232,8 @@ pub struct Candidate {
 }
 
 /// Completions for the input, when it is a slash command being typed (one line, the command's
-/// name, or `/mode ` and the start of a mode).
-pub fn complete(input: &str) -> Vec<Candidate> {
+/// name, or `/mode ` and the start of a mode). `profiles` are the ones `/model ` completes.
+pub fn complete(input: &str, profiles: &[ProfileInfo]) -> Vec<Candidate> {
     let Some(typed) = input.strip_prefix('/') else {
         return Vec::new();
     };
@@ -256,6 +265,15 @@ pub fn complete(input: &str) -> Vec<Candidate> {
                 replacement: format!("/mode {mode}"),
                 label: mode.as_str().to_owned(),
                 about: mode_meaning(mode).to_owned(),
+            })
+            .collect(),
+        Some((name @ ("model" | "profile"), partial)) if !partial.contains(' ') => profiles
+            .iter()
+            .filter(|profile| profile.name.starts_with(partial))
+            .map(|profile| Candidate {
+                replacement: format!("/{name} {}", profile.name),
+                label: profile.name.clone(),
+                about: profile.model.clone(),
             })
             .collect(),
         Some(("rewind", partial)) if "undo".starts_with(partial) => vec![Candidate {
@@ -348,6 +366,18 @@ mod tests {
         assert_eq!(parse_input("/mode"), Input::Command(Command::ShowMode));
         assert_eq!(parse_input("/quit"), Input::Command(Command::Detach));
         assert_eq!(parse_input("/model"), Input::Command(Command::Model));
+        assert_eq!(
+            parse_input("/model  local "),
+            Input::Command(Command::SetProfile("local".to_owned()))
+        );
+        assert_eq!(
+            parse_input("/profile deepseek"),
+            Input::Command(Command::SetProfile("deepseek".to_owned()))
+        );
+        let Input::Command(Command::Invalid(message)) = parse_input("/model a b") else {
+            panic!("expected an invalid command");
+        };
+        assert!(message.contains("one profile name"), "{message}");
         assert_eq!(parse_input("/new"), Input::Command(Command::New));
         assert_eq!(parse_input("/rewind"), Input::Command(Command::Checkpoints));
         assert_eq!(parse_input("/rewind 3"), Input::Command(Command::Rewind(3)));
@@ -372,24 +402,27 @@ mod tests {
 
     #[test]
     fn completion_offers_matching_commands_then_modes() {
-        let names: Vec<String> = complete("/m").into_iter().map(|c| c.label).collect();
-        assert_eq!(names, ["/mode plan|code|yolo", "/model"]);
-        assert_eq!(complete("/mode")[0].replacement, "/mode ");
-        assert_eq!(complete("/se")[0].replacement, "/sessions");
-        let modes: Vec<String> = complete("/mode ").into_iter().map(|c| c.label).collect();
+        let names: Vec<String> = complete("/m", &[]).into_iter().map(|c| c.label).collect();
+        assert_eq!(names, ["/mode plan|code|yolo", "/model [NAME]"]);
+        assert_eq!(complete("/mode", &[])[0].replacement, "/mode ");
+        assert_eq!(complete("/se", &[])[0].replacement, "/sessions");
+        let modes: Vec<String> = complete("/mode ", &[])
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
         assert_eq!(modes, ["plan", "code", "yolo"]);
-        assert_eq!(complete("/mode y")[0].replacement, "/mode yolo");
+        assert_eq!(complete("/mode y", &[])[0].replacement, "/mode yolo");
         // The argument of /rewind is optional: completing the name runs it as is.
-        assert_eq!(complete("/rew")[0].replacement, "/rewind");
-        assert_eq!(complete("/rew")[0].label, "/rewind [N|undo]");
-        assert_eq!(complete("/rewind u")[0].replacement, "/rewind undo");
-        assert!(complete("/rewind 3").is_empty());
-        let names: Vec<String> = complete("/c").into_iter().map(|c| c.label).collect();
+        assert_eq!(complete("/rew", &[])[0].replacement, "/rewind");
+        assert_eq!(complete("/rew", &[])[0].label, "/rewind [N|undo]");
+        assert_eq!(complete("/rewind u", &[])[0].replacement, "/rewind undo");
+        assert!(complete("/rewind 3", &[]).is_empty());
+        let names: Vec<String> = complete("/c", &[]).into_iter().map(|c| c.label).collect();
         assert_eq!(names, ["/compact", "/cache", "/cost", "/cancel"]);
-        assert!(complete("hello").is_empty());
-        assert!(complete("/mode plan now").is_empty());
-        assert!(complete("/x\n").is_empty());
-        assert!(complete("/zz").is_empty());
+        assert!(complete("hello", &[]).is_empty());
+        assert!(complete("/mode plan now", &[]).is_empty());
+        assert!(complete("/x\n", &[]).is_empty());
+        assert!(complete("/zz", &[]).is_empty());
     }
 
     #[test]
@@ -454,15 +487,54 @@ mod tests {
 
     #[test]
     fn goal_completes_its_words() {
-        let words: Vec<String> = complete("/goal ").into_iter().map(|c| c.label).collect();
+        let words: Vec<String> = complete("/goal ", &[])
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
         assert_eq!(words, ["status", "on", "off"]);
-        let words: Vec<String> = complete("/goal o").into_iter().map(|c| c.label).collect();
+        let words: Vec<String> = complete("/goal o", &[])
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
         assert_eq!(words, ["on", "off"]);
-        assert_eq!(complete("/goal of")[0].replacement, "/goal off");
+        assert_eq!(complete("/goal of", &[])[0].replacement, "/goal off");
         // The argument is optional: completing the name runs `/goal` (the status).
-        assert_eq!(complete("/go")[0].replacement, "/goal");
-        assert_eq!(complete("/go")[0].label, "/goal [TEXT|on|off|status]");
-        assert!(complete("/goal fix").is_empty());
-        assert!(complete("/goal on --cap").is_empty());
+        assert_eq!(complete("/go", &[])[0].replacement, "/goal");
+        assert_eq!(complete("/go", &[])[0].label, "/goal [TEXT|on|off|status]");
+        assert!(complete("/goal fix", &[]).is_empty());
+        assert!(complete("/goal on --cap", &[]).is_empty());
+    }
+
+    #[test]
+    fn model_completes_the_profile_names() {
+        let profile = |name: &str, model: &str| ProfileInfo {
+            name: name.to_owned(),
+            base_url: "http://localhost".to_owned(),
+            model: model.to_owned(),
+            has_key: true,
+            is_default: false,
+            context_window: None,
+            prices: None,
+        };
+        let profiles = [
+            profile("deepseek", "deepseek-chat"),
+            profile("local", "qwen3"),
+            profile("deepseek-r1", "deepseek-reasoner"),
+        ];
+        let names: Vec<String> = complete("/model ", &profiles)
+            .into_iter()
+            .map(|c| c.label)
+            .collect();
+        assert_eq!(names, ["deepseek", "local", "deepseek-r1"]);
+        let found = complete("/model l", &profiles);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].replacement, "/model local");
+        assert_eq!(found[0].about, "qwen3");
+        assert_eq!(
+            complete("/profile deepseek-", &profiles)[0].replacement,
+            "/profile deepseek-r1"
+        );
+        assert!(complete("/model ", &[]).is_empty());
+        assert!(complete("/model local now", &profiles).is_empty());
     }
 }

@@ -37,6 +37,10 @@ pub enum Request {
         session_id: String,
         mode: Mode,
     },
+    SetProfile {
+        session_id: String,
+        profile: String,
+    },
     Respond(ApprovalRespondParams),
     ListProfiles,
     Checkpoints {
@@ -97,6 +101,7 @@ pub enum Action {
     Send,
     Cancel,
     SetMode,
+    SetProfile,
     Respond { request_id: String },
     ListProfiles,
     Checkpoints,
@@ -120,6 +125,7 @@ pub enum Reply {
     Attached(SessionInfo),
     Event(Event),
     ModeSet(SessionInfo),
+    ProfileSet(SessionInfo),
     Cancelled(bool),
     Profiles(Vec<ProfileInfo>),
     /// Oldest first, as the daemon lists them.
@@ -377,6 +383,7 @@ fn action_of(request: &Request) -> Action {
         Request::Send { .. } => Action::Send,
         Request::Cancel { .. } => Action::Cancel,
         Request::SetMode { .. } => Action::SetMode,
+        Request::SetProfile { .. } => Action::SetProfile,
         Request::Respond(params) => Action::Respond {
             request_id: params.request_id.clone(),
         },
@@ -417,6 +424,10 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
         Request::SetMode { session_id, mode } => {
             Reply::ModeSet(client.set_mode(&session_id, mode).await?)
         }
+        Request::SetProfile {
+            session_id,
+            profile,
+        } => Reply::ProfileSet(client.set_profile(&session_id, &profile).await?),
         Request::Respond(params) => {
             // ApprovalResolved reaches every attached client, this one included.
             client.respond_approval(&params).await?;

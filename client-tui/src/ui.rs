@@ -769,6 +769,34 @@ mod tests {
     }
 
     #[test]
+    fn status_line_follows_a_profile_change() {
+        let now = Instant::now();
+        let mut app = attached_app(now);
+        let mut profiles = app.profiles.clone();
+        profiles.push(cwcode_protocol::ProfileInfo {
+            name: "local".to_owned(),
+            base_url: "http://localhost:11434/v1".to_owned(),
+            model: "qwen3-coder".to_owned(),
+            has_key: true,
+            is_default: false,
+            context_window: None,
+            prices: None,
+        });
+        app.on_reply(Reply::Profiles(profiles), now);
+        feed(
+            &mut app,
+            now,
+            [EventKind::ProfileChanged {
+                profile: "local".to_owned(),
+            }],
+        );
+        let terminal = screen(&mut app, now, 110, 10);
+        let text = format!("{:?}", terminal.backend());
+        assert!(text.contains("local · qwen3-coder"), "{text}");
+        assert!(!text.contains("deepseek-chat"), "{text}");
+    }
+
+    #[test]
     fn slash_completion() {
         let now = Instant::now();
         let mut app = attached_app(now);

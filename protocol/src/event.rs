@@ -142,6 +142,11 @@ pub enum EventKind {
     ProfileChanged {
         profile: String,
     },
+    /// The provider demanded its reasoning back (SPEC §6): from here on this session's history
+    /// replays it.
+    ReasoningKept {
+        profile: String,
+    },
     StatusChanged {
         status: SessionStatus,
     },

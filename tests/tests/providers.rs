@@ -11,7 +11,7 @@ const REASONING_REQUIRED: &str = r#"{"error":{"message":"The reasoning_content i
 async fn a_provider_that_demands_its_reasoning_back_gets_it_for_the_rest_of_the_session() {
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
-    let _daemon = home.start_daemon();
+    let daemon = home.start_daemon();
     provider
         .reply(text("first"))
         .reply(Reply::Status(400, REASONING_REQUIRED.to_owned()))
@@ -50,6 +50,33 @@ async fn a_provider_that_demands_its_reasoning_back_gets_it_for_the_rest_of_the_
         assistant(&requests[3])["reasoning_content"],
         "",
         "and for the rest of the session"
+    );
+
+    // Journalled: a restarted daemon keeps replaying it, with no second 400.
+    home.cli_ok(&["daemon", "stop"]);
+    drop(daemon);
+    let _daemon = home.start_daemon();
+    provider.reply(text("fourth"));
+    assert_eq!(
+        home.cli_ok(&["send", &id, "four", "--wait"]).trim(),
+        "fourth"
+    );
+    let after_restart = provider.requests();
+    assert_eq!(after_restart.len(), 5);
+    let kinds: Vec<String> = home
+        .journal(&id)
+        .iter()
+        .map(|e| {
+            serde_json::to_value(&e.kind).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        assistant(&after_restart[4])["reasoning_content"],
+        "",
+        "{kinds:?}"
     );
 }
 

@@ -385,10 +385,13 @@ async fn converse(
             // session sends it back (SPEC §6).
             Err(ProviderError::ReasoningMustBeKept { .. }) if !reasoning_retried => {
                 reasoning_retried = true;
-                conversation.keep_reasoning = true;
-                tracing::info!(
-                    "provider requires reasoning in history: keeping it for this session"
-                );
+                record(
+                    &env.log,
+                    conversation,
+                    EventKind::ReasoningKept {
+                        profile: env.provider.profile_name().to_owned(),
+                    },
+                )?;
                 continue;
             }
             Err(error) => return Ok((TurnOutcome::Failed, Some(error.to_string()))),

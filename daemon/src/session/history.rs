@@ -14,8 +14,7 @@ pub struct Conversation {
     pub plan_announced: bool,
     /// The previous request's body, to measure the prefix the next one shares with it.
     pub last_request: Option<Vec<u8>>,
-    /// Set once the provider demanded its reasoning back; not persisted, so after a restart
-    /// the first request finds out again.
+    /// Set once the provider demanded its reasoning back (journalled, so it survives restarts).
     pub keep_reasoning: bool,
     /// Where each prompt's turn begins in `messages`, to cut the history back on a rewind.
     turn_starts: Vec<TurnStart>,
@@ -69,6 +68,10 @@ impl Conversation {
                 Message::User {
                     content: prompt.clone(),
                 }
+            }
+            EventKind::ReasoningKept { .. } => {
+                self.keep_reasoning = true;
+                return;
             }
             EventKind::Rewound { result } => {
                 self.rewind_to_before(result.turn);
