@@ -8,6 +8,7 @@ pub mod error;
 pub mod event;
 pub mod methods;
 pub mod paths;
+pub mod schema;
 pub mod types;
 
 pub use client::{Client, ClientError, ConnectOptions};
