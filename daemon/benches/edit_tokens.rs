@@ -33,16 +33,14 @@ use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 use cwcoded::sandbox::Workspace;
 use cwcoded::tools::hashline::{line_content, line_hash, parse_formatted_line};
-use cwcoded::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolContext};
+use cwcoded::tools::{Registry, ToolContext};
 use serde::Serialize;
 use similar::{Algorithm, DiffOp};
 use tiktoken_rs::CoreBPE;
 use tokio::runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 
 /// Crate, older version, newer version: minor releases of widely used crates, about 1,500 hunks.
 const PAIRS: [(&str, &str, &str); 8] = [
@@ -1139,16 +1137,7 @@ impl Checks {
 }
 
 fn context(root: &Path) -> ToolContext {
-    ToolContext {
-        workspace: Arc::new(Workspace::new(root).unwrap()),
-        cancel: CancellationToken::new(),
-        output: Arc::new(|_: &str| {}),
-        reads: Arc::new(Mutex::new(ReadLedger::default())),
-        secret_env: Arc::from(Vec::new()),
-        secret_values: Arc::from(Vec::new()),
-        background: Arc::new(BackgroundProcesses::default()),
-        todos: Arc::new(TodoList::default()),
-    }
+    ToolContext::standalone(Workspace::new(root).unwrap())
 }
 
 /// Runs calls on a copy of one file, in a workspace of its own.

@@ -17,14 +17,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cwcoded::sandbox::Workspace;
 use cwcoded::tools::hashline::{parse_formatted_line, push_formatted_line};
-use cwcoded::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolContext};
+use cwcoded::tools::{Registry, ToolContext};
 use tokio::runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 
 const GREP_ROUNDS: usize = 11;
 const READ_ROUNDS: usize = 21;
@@ -57,16 +55,7 @@ fn main() {
 
 /// A context as a session has one, on a fresh workspace with nothing read yet.
 fn context(root: &Path) -> ToolContext {
-    ToolContext {
-        workspace: Arc::new(Workspace::new(root).unwrap()),
-        cancel: CancellationToken::new(),
-        output: Arc::new(|_: &str| {}),
-        reads: Arc::new(Mutex::new(ReadLedger::default())),
-        secret_env: Arc::from(Vec::new()),
-        secret_values: Arc::from(Vec::new()),
-        background: Arc::new(BackgroundProcesses::default()),
-        todos: Arc::new(TodoList::default()),
-    }
+    ToolContext::standalone(Workspace::new(root).unwrap())
 }
 
 fn bench_tree() -> PathBuf {

@@ -192,18 +192,26 @@ pub struct ToolContext {
     pub todos: Arc<TodoList>,
 }
 
-/// A context on a fresh workspace, for tool tests: nothing read yet, output discarded.
+impl ToolContext {
+    /// A context of its own on `workspace`, outside any session: nothing read yet, output
+    /// discarded, no secrets, no todo listener. For tests and benchmarks.
+    pub fn standalone(workspace: Workspace) -> Self {
+        Self {
+            workspace: Arc::new(workspace),
+            cancel: CancellationToken::new(),
+            output: Arc::new(|_: &str| {}),
+            reads: Arc::new(Mutex::new(ReadLedger::default())),
+            secret_env: Arc::from(Vec::new()),
+            secret_values: Arc::from(Vec::new()),
+            background: Arc::new(BackgroundProcesses::default()),
+            todos: Arc::new(TodoList::default()),
+        }
+    }
+}
+
+/// A context on a fresh workspace, for tool tests.
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 pub(crate) fn test_context(root: &Path) -> ToolContext {
-    ToolContext {
-        workspace: Arc::new(Workspace::new(root).unwrap()),
-        cancel: CancellationToken::new(),
-        output: Arc::new(|_: &str| {}),
-        reads: Arc::new(Mutex::new(ReadLedger::default())),
-        secret_env: Arc::from(Vec::new()),
-        secret_values: Arc::from(Vec::new()),
-        background: Arc::new(BackgroundProcesses::default()),
-        todos: Arc::new(TodoList::default()),
-    }
+    ToolContext::standalone(Workspace::new(root).unwrap())
 }
