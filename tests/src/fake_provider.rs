@@ -357,3 +357,20 @@ pub fn anchor(read_output: &str, line: usize) -> (usize, String) {
     let hash = entry[prefix.len()..prefix.len() + 3].to_owned();
     (line, hash)
 }
+
+/// What a model does after reading a file: replace line `line` of `path` through `edit_lines`,
+/// anchored on what the previous `read_file` result showed.
+pub fn edit_line_as_read(
+    path: &'static str,
+    line: usize,
+    new_text: &'static str,
+) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
+    move |request| {
+        let (line, hash) = anchor(&last_tool_result(request), line);
+        tool_calls(&[(
+            "call_edit",
+            "edit_lines",
+            json!({"path": path, "edits": [{"line": line, "hash": hash, "new_text": new_text}]}),
+        )])
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cwcode_protocol::{ApprovalDecision, ApprovalRespondParams, EventKind, TurnOutcome};
 use cwcode_tests::fake_provider::{
-    self, FakeProvider, anchor, last_tool_result, slowly, text, tool_calls,
+    self, FakeProvider, anchor, edit_line_as_read, last_tool_result, slowly, text, tool_calls,
 };
 use cwcode_tests::{Home, events_until_turn_end, wait_for_event};
 use serde_json::{Value, json};
@@ -35,16 +35,7 @@ fn script_read_then_edit(provider: &FakeProvider) {
             "read_file",
             json!({"path": "main.rs"}),
         )]))
-        .then(|request| {
-            let (line, hash) = anchor(&last_tool_result(request), 2);
-            tool_calls(&[(
-                "call_edit",
-                "edit_lines",
-                json!({"path": "main.rs", "edits": [
-                    {"line": line, "hash": hash, "new_text": "    println!(\"edited\");"}
-                ]}),
-            )])
-        })
+        .then(edit_line_as_read("main.rs", 2, "    println!(\"edited\");"))
         .reply(text("I changed the greeting."));
 }
 

@@ -7,9 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use cwcode_protocol::{EventKind, TurnOutcome};
-use cwcode_tests::fake_provider::{
-    FakeProvider, anchor, last_tool_result, slowly, text, tool_calls,
-};
+use cwcode_tests::fake_provider::{FakeProvider, edit_line_as_read, slowly, text, tool_calls};
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::{Value, json};
 
@@ -41,14 +39,7 @@ async fn rewind_restores_tool_and_shell_edits_and_can_be_undone() {
 
     provider
         .reply(tool_calls(&[("r", "read_file", json!({"path": "a.txt"}))]))
-        .then(|request| {
-            let (line, hash) = anchor(&last_tool_result(request), 2);
-            tool_calls(&[(
-                "e",
-                "edit_lines",
-                json!({"path": "a.txt", "edits": [{"line": line, "hash": hash, "new_text": "BETA"}]}),
-            )])
-        })
+        .then(edit_line_as_read("a.txt", 2, "BETA"))
         .reply(text("edited a.txt"))
         .reply(tool_calls(&[(
             "sh",

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cwcode_protocol::{EventKind, Mode};
-use cwcode_tests::fake_provider::{FakeProvider, anchor, last_tool_result, text, tool_calls};
+use cwcode_tests::fake_provider::{FakeProvider, edit_line_as_read, text, tool_calls};
 use cwcode_tests::{Home, bin, wait_for_event};
 use serde_json::json;
 
@@ -176,16 +176,7 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
             "read_file",
             json!({"path": "main.rs"}),
         )]))
-        .then(|request| {
-            let (line, hash) = anchor(&last_tool_result(request), 2);
-            tool_calls(&[(
-                "call_edit",
-                "edit_lines",
-                json!({"path": "main.rs", "edits": [
-                    {"line": line, "hash": hash, "new_text": "    println!(\"edited\");"}
-                ]}),
-            )])
-        })
+        .then(edit_line_as_read("main.rs", 2, "    println!(\"edited\");"))
         .reply(text("I changed the greeting."))
         .reply(text("Both windows see this."))
         .reply(text("Still here after the other left."));
