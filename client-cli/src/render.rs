@@ -436,18 +436,73 @@ pub fn doctor(report: &DoctorReport) -> String {
             let _ = writeln!(out, "[FIX] no usable profile: {fix}");
         }
     }
-    let landlock = &report.sandbox["landlock"];
-    let status = landlock["status"].as_str().unwrap_or("unknown");
-    let detail = match status {
+    sandbox_lines(&mut out, &report.sandbox);
+    out
+}
+
+/// The layers that keep tool commands away from the daemon, its home and the rest of the disk.
+fn sandbox_lines(out: &mut String, sandbox: &serde_json::Value) {
+    let mark = |ok: bool| if ok { "ok " } else { "FIX" };
+    let landlock = &sandbox["landlock"];
+    let landlock_status = landlock["status"].as_str().unwrap_or("unknown");
+    let landlock_detail = match landlock_status {
         "enforced" | "partial" => format!("Landlock ABI {}", landlock["abi"]),
         _ => landlock["reason"].as_str().unwrap_or("").to_owned(),
     };
+    let namespaces = &sandbox["namespaces"];
+    if namespaces["status"] == "bubblewrap" {
+        let _ = writeln!(
+            out,
+            "[ok ] sandbox: commands run in their own namespaces ({}): the home is hidden, \
+             writes reach only the workspace and temp dirs, and what a command starts dies with it",
+            namespaces["program"].as_str().unwrap_or("bwrap")
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "[FIX] sandbox: no namespaces, so commands can read the daemon's home: {}",
+            namespaces["reason"].as_str().unwrap_or("unknown")
+        );
+        let _ = writeln!(
+            out,
+            "[{}] sandbox: writes confined to the workspace: {landlock_status} ({landlock_detail})",
+            mark(landlock_status == "enforced" || landlock_status == "partial")
+        );
+    }
+    let flag = |name: &str| sandbox[name].as_bool().unwrap_or(false);
+    let layers = [
+        (flag("environment_allow_list"), "allow-listed environment"),
+        (
+            flag("descendants_refused"),
+            "tool processes refused as API clients",
+        ),
+        (flag("subreaper"), "escaped processes adopted and reaped"),
+        (
+            flag("process_groups"),
+            "own process group, killed with the call",
+        ),
+    ];
+    let missing: Vec<&str> = layers
+        .iter()
+        .filter(|(on, _)| !on)
+        .map(|(_, name)| *name)
+        .collect();
+    let present: Vec<&str> = layers
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
     let _ = writeln!(
         out,
-        "[{}] sandbox: writes confined to the workspace: {status} ({detail}); commands run in their own process group",
-        mark(status == "enforced" || status == "partial")
+        "[{}] tool commands: {}{}",
+        mark(missing.is_empty()),
+        present.join(", "),
+        if missing.is_empty() {
+            String::new()
+        } else {
+            format!("; missing: {}", missing.join(", "))
+        }
     );
-    out
 }
 
 pub fn goal_status(status: &GoalStatus) -> String {

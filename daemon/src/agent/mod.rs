@@ -151,12 +151,15 @@ async fn checkpoint_before(env: &TurnEnv, call: &ToolCall) -> Result<Option<Snap
     let Some(store) = &env.checkpoints else {
         return Ok(None);
     };
-    let declared = env.registry.touched_paths(&call.name, &call.arguments);
-    if declared.is_empty() {
+    if env
+        .registry
+        .snapshots_workspace(&call.name, &call.arguments)
+    {
         return store.snapshot().await.map(Some).map_err(|error| {
             format!("not run: cwcode could not snapshot the workspace so that /rewind can undo this command: {error}")
         });
     }
+    let declared = env.registry.touched_paths(&call.name, &call.arguments);
     let paths: Vec<PathBuf> = declared
         .iter()
         .filter_map(|path| env.tools.workspace.resolve(&path.to_string_lossy()).ok())
@@ -241,14 +244,24 @@ pub fn answer_unanswered(
     conversation: &mut Conversation,
     reason: &str,
 ) -> Result<(), JournalError> {
+    answer_each_unanswered(log, conversation, |_| reason.to_owned())
+}
+
+/// [`answer_unanswered`] with a result of its own for each call.
+pub fn answer_each_unanswered(
+    log: &EventLog,
+    conversation: &mut Conversation,
+    reason_for: impl Fn(&ToolCall) -> String,
+) -> Result<(), JournalError> {
     for call in unanswered_calls(&conversation.messages) {
+        let output = reason_for(&call);
         record(
             log,
             conversation,
             EventKind::ToolCallFinished {
                 call_id: call.id,
                 name: call.name,
-                output: reason.to_owned(),
+                output,
                 is_error: true,
             },
         )?;

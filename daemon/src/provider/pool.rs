@@ -116,10 +116,6 @@ impl Pool {
         self.shared.reload()
     }
 
-    pub fn secret_env_names(&self) -> Arc<[String]> {
-        self.config().secret_env_names().into()
-    }
-
     pub fn secret_values(&self) -> Arc<[String]> {
         self.config().secret_values().into()
     }

@@ -33,6 +33,10 @@ pub struct Policy {
     /// e.g. a shared cache or a sibling repository.
     #[serde(default)]
     pub extra_roots: Vec<PathBuf>,
+    /// Variables of the daemon's environment that tool commands get besides the allow-listed
+    /// ones (PATH, HOME, the locale, …), e.g. `CARGO_HOME` or `GOPATH`.
+    #[serde(default)]
+    pub tool_env: Vec<String>,
 }
 
 /// One endpoint and model, with what the client must know about it.
@@ -294,18 +298,6 @@ impl Config {
     /// Profile names in sorted order, built-ins included.
     pub fn profile_names(&self) -> impl Iterator<Item = &str> {
         self.profiles.keys().map(String::as_str)
-    }
-
-    /// Every environment variable that holds a key, so tool processes can be started without them.
-    pub fn secret_env_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .profiles
-            .values()
-            .filter_map(|profile| profile.api_key_env.clone())
-            .collect();
-        names.sort();
-        names.dedup();
-        names
     }
 
     pub fn policy(&self) -> &Policy {
@@ -1095,28 +1087,6 @@ mod tests {
         ] {
             assert!(message.contains(needle), "{needle} missing from {message}");
         }
-    }
-
-    #[test]
-    fn secret_env_names_lists_each_key_variable_once_built_ins_included() {
-        let config = load_text(
-            r#"{"profiles": {
-              "a": {"base_url": "http://x", "model": "m", "api_key_env": "B_KEY"},
-              "b": {"base_url": "http://x", "model": "m", "api_key_env": "DEEPSEEK_API_KEY"},
-              "d": {"base_url": "http://x", "model": "m"}
-            }}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            config.secret_env_names(),
-            [
-                "AZURE_OPENAI_API_KEY",
-                "B_KEY",
-                "DASHSCOPE_API_KEY",
-                "DEEPSEEK_API_KEY",
-                "KIMI_API_KEY"
-            ]
-        );
     }
 
     #[test]

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use tokio::process::{Child, Command};
 
 use super::Workspace;
+use super::isolation::{self, Namespaces, namespaces};
+use super::process::{ProcessGroup, spawn_group};
 
 /// Devices that shells and ordinary tools open for writing: the bit buckets, the random sources,
 /// the terminal (for programs that probe it) and POSIX shared memory.
@@ -40,9 +42,16 @@ impl Workspace {
         paths
     }
 
-    /// A command running `program`, to be started with [`Workspace::spawn`]. On macOS it is
-    /// wrapped in `sandbox-exec` where that exists; arguments added to it go to `program`.
+    /// A command running `program`, to be started with [`Workspace::spawn`]. Where bubblewrap
+    /// works it is wrapped in its namespaces (see `isolation`); on macOS in `sandbox-exec` where
+    /// that exists; arguments added to it go to `program`.
     pub fn command(&self, program: &str) -> Command {
+        if let Namespaces::Bubblewrap { program: bwrap } = namespaces() {
+            let mut command =
+                isolation::wrap(bwrap, &self.writable_paths(), &self.hidden, &self.root);
+            command.arg(program);
+            return command;
+        }
         #[cfg(target_os = "macos")]
         if let Some(mut command) = macos::sandboxed(&self.writable_paths()) {
             command.arg(program);
@@ -51,17 +60,22 @@ impl Workspace {
         Command::new(program)
     }
 
-    /// Starts a command built by [`Workspace::command`], unable to write outside
-    /// [`Workspace::writable_paths`] where the platform allows it. Must be called within a Tokio
-    /// runtime.
-    pub fn spawn(&self, command: &mut Command) -> io::Result<Child> {
+    /// Starts a command built by [`Workspace::command`] leading its own tracked process group,
+    /// unable to write outside [`Workspace::writable_paths`] where the platform allows it: by its
+    /// namespaces, else by Landlock. Must be called within a Tokio runtime.
+    pub fn spawn(&self, command: &mut Command) -> io::Result<(Child, ProcessGroup)> {
+        if matches!(namespaces(), Namespaces::Bubblewrap { .. }) {
+            // Landlock would forbid bubblewrap its mounts; the read-only root confines writes.
+            return spawn_group(command, Command::spawn);
+        }
         #[cfg(target_os = "linux")]
         {
-            linux::spawn_confined(command, &self.writable_paths())
+            let writable = self.writable_paths();
+            spawn_group(command, |command| linux::spawn_confined(command, &writable))
         }
         #[cfg(not(target_os = "linux"))]
         {
-            command.spawn()
+            spawn_group(command, Command::spawn)
         }
     }
 }

@@ -3,6 +3,7 @@
 //! unable to write anywhere else.
 
 mod confine;
+pub mod isolation;
 pub mod process;
 mod report;
 pub mod secrets;
@@ -20,6 +21,8 @@ pub use report::{LandlockSupport, SandboxReport, report};
 pub struct Workspace {
     root: PathBuf,
     extra_roots: Vec<PathBuf>,
+    /// Paths the commands tools run must not see (the daemon's home), where namespaces allow.
+    hidden: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -44,7 +47,22 @@ impl Workspace {
                 extra_roots.push(path);
             }
         }
-        Ok(Self { root, extra_roots })
+        Ok(Self {
+            root,
+            extra_roots,
+            hidden: Vec::new(),
+        })
+    }
+
+    /// The same workspace, with `paths` (those that exist) hidden from the commands tools run.
+    pub fn hiding(mut self, paths: &[PathBuf]) -> Self {
+        self.hidden = paths
+            .iter()
+            .filter_map(|path| path.canonicalize().ok())
+            // A workspace inside a hidden path would vanish with it.
+            .filter(|path| !self.root.starts_with(path))
+            .collect();
+        self
     }
 
     pub fn root(&self) -> &Path {

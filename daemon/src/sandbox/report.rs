@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::confine::writable_outside_workspaces;
+use super::isolation::{Namespaces, namespaces};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxReport {
@@ -16,8 +17,27 @@ pub struct SandboxReport {
     pub sandbox_exec: bool,
     /// Every command leads its own process group, killed whole on timeout, cancel or session end.
     pub process_groups: bool,
+    /// Whether commands run in their own mount and pid namespaces, in which the daemon's home is
+    /// hidden and everything a command starts dies with it.
+    pub namespaces: NamespaceSupport,
+    /// Commands get an allow-listed environment (never the daemon's socket, home or keys).
+    pub environment_allow_list: bool,
+    /// The daemon adopts what escapes a command's process group, so that it stays a descendant
+    /// (refused as an API client) and is reaped.
+    pub subreaper: bool,
+    /// Connections from the daemon's own descendants (tool commands) are refused.
+    pub descendants_refused: bool,
     /// Where a confined command may write besides its workspace and the config's extra roots.
     pub always_writable: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum NamespaceSupport {
+    /// bubblewrap at `program` wraps every command; the home is hidden from it.
+    Bubblewrap { program: PathBuf },
+    /// Commands share the daemon's view: they can read its home (Landlock confines writes only).
+    Unavailable { reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +60,17 @@ pub fn report() -> SandboxReport {
         sandbox_exec: cfg!(target_os = "macos")
             && std::path::Path::new("/usr/bin/sandbox-exec").exists(),
         process_groups: true,
+        namespaces: match namespaces() {
+            Namespaces::Bubblewrap { program } => NamespaceSupport::Bubblewrap {
+                program: program.clone(),
+            },
+            Namespaces::Unavailable { reason } => NamespaceSupport::Unavailable {
+                reason: reason.clone(),
+            },
+        },
+        environment_allow_list: true,
+        subreaper: super::process::is_subreaper(),
+        descendants_refused: true,
         always_writable: writable_outside_workspaces(),
     }
 }

@@ -1,6 +1,8 @@
 //! Secrets from the config kept out of what tools see and say (SPEC §7.3): the processes a tool
 //! starts get an environment without them, and every value that still shows up in a tool's
 //! output (a key printed from a file, an echo) is replaced before the model or a client sees it.
+//! The environment is an allow-list, so nothing of the daemon's own (its socket, its home, a key
+//! the user exported for it) reaches a command unless the user names it.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -113,19 +115,36 @@ impl RedactingSink {
     }
 }
 
-/// Removes from a command's environment every variable named in `names` (the config's key
-/// variables) and every variable whose value holds a secret (the same key exported under another
-/// name).
-pub fn scrub_env(command: &mut Command, names: &[String], redactor: &Redactor) {
-    for name in names {
-        command.env_remove(name);
-    }
-    if redactor.is_empty() {
-        return;
-    }
+/// What a tool's command inherits from the daemon's environment without being configured: what
+/// shells, compilers and editors need to behave, and nothing that points at the daemon, a key or a
+/// credential helper.
+const INHERITED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "TMPDIR",
+    "NO_COLOR",
+];
+
+/// Gives a command an allow-listed environment: [`INHERITED`], the locale (`LC_*`) and the names
+/// the user passes through (`policy.tool_env`), minus every variable whose value holds a secret
+/// (a key exported under another name, or passed through by mistake).
+pub fn confine_environment(command: &mut Command, passthrough: &[String], redactor: &Redactor) {
+    command.env_clear();
     for (name, value) in std::env::vars_os() {
-        if redactor.contains_secret(&value.to_string_lossy()) {
-            command.env_remove(name);
+        let Some(text) = name.to_str() else { continue };
+        let allowed = INHERITED.contains(&text)
+            || text.starts_with("LC_")
+            || passthrough.iter().any(|allowed| allowed == text);
+        if allowed && !redactor.contains_secret(&value.to_string_lossy()) {
+            command.env(name, value);
         }
     }
 }

@@ -56,6 +56,7 @@ pub async fn run(
     let started = Instant::now();
     // Under socket activation systemd owns the socket file: never remove it.
     let instance = Instance::acquire(&paths, activated.is_none())?;
+    guard_tool_processes(&paths);
     let providers =
         Pool::load(paths.config()).map_err(|error| ServeError::Config(error.to_string()))?;
     let shared = Arc::new(Shared {
@@ -144,6 +145,28 @@ pub async fn run(
     drop(instance);
     tracing::info!("cwcoded stopped");
     Ok(())
+}
+
+/// Kills what tools of an earlier daemon of this home left running, then makes this daemon the
+/// adoptive parent and reaper of whatever its own tools start. Needs the home's lock: another
+/// live daemon's tools are not ours to kill.
+fn guard_tool_processes(paths: &Paths) {
+    let leftovers = crate::sandbox::process::track_tools_of(&paths.home);
+    if leftovers > 0 {
+        tracing::warn!(
+            leftovers,
+            "killed tool processes an earlier daemon of this home left running"
+        );
+    }
+    if let Err(error) = crate::sandbox::process::forbid_inspection() {
+        tracing::warn!(%error, "tool commands can read this daemon's /proc entries");
+    }
+    if let Err(error) = crate::sandbox::process::become_subreaper() {
+        tracing::warn!(%error, "cannot adopt the processes tools leave behind");
+    }
+    if let Err(error) = crate::sandbox::process::start_orphan_reaper() {
+        tracing::warn!(%error, "cannot reap the processes tools leave behind");
+    }
 }
 
 fn bind(paths: &Paths) -> Result<UnixListener, ServeError> {

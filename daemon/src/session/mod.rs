@@ -6,6 +6,7 @@ pub mod bus;
 pub mod goal_loop;
 pub mod history;
 pub mod journal;
+mod recovery;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,6 @@ use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
     ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, Event,
     EventKind, Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionStatus, TodoItem,
-    TurnOutcome, Usage,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -409,13 +409,17 @@ fn next_turn(events: &[Event]) -> u32 {
 }
 
 /// The session's checkpoint store. Without one the session still works, without `/rewind`.
-fn open_checkpoints(shared: &Shared, session_dir: &Path, workspace: &str) -> Option<SharedStore> {
+fn open_checkpoints(
+    shared: &Shared,
+    session_dir: &Path,
+    workspace: &str,
+) -> Option<CheckpointStore> {
     let options = StoreOptions {
         excluded_dirs: vec![shared.paths.home.clone()],
         ..StoreOptions::default()
     };
     match CheckpointStore::open_with(session_dir, Path::new(workspace), options) {
-        Ok(store) => Some(SharedStore::new(store)),
+        Ok(store) => Some(store),
         Err(error) => {
             tracing::error!(session = %session_dir.display(), %error, "no checkpoints for this session");
             None
@@ -474,41 +478,6 @@ fn pending_prompts(events: &[Event]) -> Vec<Work> {
         .into_iter()
         .map(|(turn, text)| Work::Prompt { turn, text })
         .collect()
-}
-
-/// The turn that was running when the daemon died, if any: it gets its unanswered tool calls
-/// answered and is marked interrupted, so the history is valid again.
-fn close_interrupted_turn(
-    log: &EventLog,
-    conversation: &mut Conversation,
-    events: &[Event],
-) -> Result<(), JournalError> {
-    let mut open_turn = None;
-    for event in events {
-        match &event.kind {
-            EventKind::TurnStarted { turn, .. } => open_turn = Some(*turn),
-            EventKind::TurnFinished { .. } => open_turn = None,
-            _ => {}
-        }
-    }
-    let Some(turn) = open_turn else {
-        return Ok(());
-    };
-    agent::answer_unanswered(
-        log,
-        conversation,
-        "not run: the daemon stopped before this call ran",
-    )?;
-    log.publish(EventKind::TurnFinished {
-        turn,
-        outcome: TurnOutcome::Interrupted,
-        usage: Usage::default(),
-        error: Some("the daemon stopped during this turn".to_owned()),
-    })?;
-    log.publish(EventKind::StatusChanged {
-        status: SessionStatus::Idle,
-    })?;
-    log.sync()
 }
 
 /// All sessions of this daemon.
@@ -574,7 +543,14 @@ impl Sessions {
         let (journal, events) = Journal::open(&journal_path)?;
         let log = Arc::new(EventLog::new(&journal_path, journal));
         let mut conversation = Conversation::rebuild(&system_prompt, &events);
-        close_interrupted_turn(&log, &mut conversation, &events)?;
+        let mut checkpoints = open_checkpoints(&self.shared, dir, &info.cwd);
+        recovery::close_interrupted_turn(
+            &log,
+            &mut conversation,
+            &events,
+            checkpoints.as_mut(),
+            &self.shared.registry,
+        )?;
         let pending = pending_prompts(&events);
         let next_turn = next_turn(&events);
         let todos = last_todos(&events);
@@ -586,6 +562,7 @@ impl Sessions {
             next_turn,
             pending,
             todos,
+            checkpoints,
         );
         if let Err(error) = session.resume_goal_loop() {
             tracing::error!(session = %session.id, %error, "cannot resume the goal loop");
@@ -593,7 +570,10 @@ impl Sessions {
         Ok(session)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of a session, opened or fresh, each built by its caller"
+    )]
     fn start(
         &self,
         dir: PathBuf,
@@ -603,6 +583,7 @@ impl Sessions {
         next_turn: u32,
         pending: Vec<Work>,
         todos: Vec<TodoItem>,
+        checkpoints: Option<CheckpointStore>,
     ) -> Arc<Session> {
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
@@ -629,7 +610,7 @@ impl Sessions {
             runner: Mutex::new(None),
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(todos),
-            checkpoints: open_checkpoints(&self.shared, &session_dir, &info.cwd),
+            checkpoints: checkpoints.map(SharedStore::new),
             goal_state: Mutex::new(load_goal_state(&session_dir)),
             shared: Arc::clone(&self.shared),
         });
@@ -705,7 +686,17 @@ impl Sessions {
         let (journal, _) = Journal::open(&journal_path)?;
         let log = Arc::new(EventLog::new(&journal_path, journal));
         let conversation = Conversation::rebuild(&system_prompt, &[]);
-        let session = self.start(dir, info, log, conversation, 1, Vec::new(), Vec::new());
+        let checkpoints = open_checkpoints(&self.shared, &dir, &info.cwd);
+        let session = self.start(
+            dir,
+            info,
+            log,
+            conversation,
+            1,
+            Vec::new(),
+            Vec::new(),
+            checkpoints,
+        );
         let info = session.info();
         self.insert(session);
         Ok(info)
@@ -821,7 +812,7 @@ async fn run_prompts(
                 cancel,
                 output: Arc::new(|_: &str| {}),
                 reads: Arc::clone(&reads),
-                secret_env: shared.providers.secret_env_names(),
+                tool_env: shared.providers.config().policy().tool_env.clone().into(),
                 secret_values: shared.providers.secret_values(),
                 background: Arc::clone(&session.background),
                 todos: Arc::clone(&session.todos),
@@ -896,6 +887,16 @@ fn report_error(log: &EventLog, message: String) -> Result<(), JournalError> {
     log.publish(EventKind::Error { message }).map(drop)
 }
 
+/// What the commands tools run must not see: the daemon's home, and its socket where that lives
+/// elsewhere.
+fn hidden_from_tools(paths: &Paths) -> Vec<PathBuf> {
+    let mut hidden = vec![paths.home.clone()];
+    if !paths.socket.starts_with(&paths.home) {
+        hidden.push(paths.socket.clone());
+    }
+    hidden
+}
+
 /// The provider and workspace a turn needs, or why it cannot run.
 fn prepare_turn(
     shared: &Shared,
@@ -904,7 +905,8 @@ fn prepare_turn(
 ) -> Result<(Arc<crate::provider::Provider>, Arc<Workspace>), String> {
     let extra_roots = shared.providers.config().policy().extra_roots.clone();
     let workspace = Workspace::with_extra_roots(Path::new(cwd), extra_roots)
-        .map_err(|error| format!("the session's workspace {cwd} is not usable: {error}"))?;
+        .map_err(|error| format!("the session's workspace {cwd} is not usable: {error}"))?
+        .hiding(&hidden_from_tools(&shared.paths));
     let provider = shared.providers.get(profile)?;
     Ok((provider, Arc::new(workspace)))
 }

@@ -277,7 +277,18 @@ impl Baseline {
         self.unsaved |= changed;
         let index = Arc::new(updated);
         self.index = Some(Arc::clone(&index));
+        // On disk before the command runs: a daemon that dies during it finds, on its next
+        // start, what the command changed (see `saved_snapshot`).
+        self.save_if_changed();
         Ok(self.snapshot_of(Some(index)))
+    }
+
+    /// The workspace as the last snapshot saw it, read back from `baseline.json`: after a crash
+    /// during a command, the state to compare against.
+    pub fn saved_snapshot(&mut self) -> Snapshot {
+        let index = Arc::new(self.load());
+        self.index = Some(Arc::clone(&index));
+        self.snapshot_of(Some(index))
     }
 
     /// What changed since `snapshot`, with each touched path's state in the snapshot.

@@ -251,6 +251,20 @@ impl CheckpointStore {
         Ok(comparison.changes)
     }
 
+    /// After a daemon died while prompt `turn` ran a shell command: records under that prompt what
+    /// the workspace changed since the baseline taken before the command, so that a rewind
+    /// covers it. Nothing is recorded when the prompt's checkpoint never began.
+    pub fn recover_interrupted_command(&mut self, turn: u32) -> Result<CommandChanges, StoreError> {
+        if self.ledger.live.last().map(|checkpoint| checkpoint.turn) != Some(turn) {
+            return Ok(CommandChanges::default());
+        }
+        self.current_turn = Some(turn);
+        let snapshot = self.baseline.saved_snapshot();
+        let changes = self.after_command(snapshot)?;
+        self.sync()?;
+        Ok(changes)
+    }
+
     /// The checkpoints a rewind can go back to, oldest first.
     pub fn list(&self) -> Vec<CheckpointSummary> {
         self.ledger

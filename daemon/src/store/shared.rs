@@ -49,6 +49,11 @@ impl SharedStore {
         self.run(move |store| store.after_command(snapshot)).await
     }
 
+    pub async fn recover_interrupted_command(&self, turn: u32) -> Result<CommandChanges, String> {
+        self.run(move |store| store.recover_interrupted_command(turn))
+            .await
+    }
+
     pub async fn sync(&self) -> Result<(), String> {
         self.run(CheckpointStore::sync).await
     }

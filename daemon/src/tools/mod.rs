@@ -181,8 +181,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     pub output: OutputSink,
     pub reads: Arc<Mutex<ReadLedger>>,
-    /// Environment variables that hold secrets: never passed to a process a tool starts.
-    pub secret_env: Arc<[String]>,
+    /// Variables of the daemon's environment passed to the processes a tool starts besides the
+    /// allow-listed ones (`policy.tool_env`).
+    pub tool_env: Arc<[String]>,
     /// The secrets' values: a variable holding one is not passed to a process either, and the
     /// registry replaces them with `[redacted]` in every result and streamed output.
     pub secret_values: Arc<[String]>,
@@ -201,7 +202,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             output: Arc::new(|_: &str| {}),
             reads: Arc::new(Mutex::new(ReadLedger::default())),
-            secret_env: Arc::from(Vec::new()),
+            tool_env: Arc::from(Vec::new()),
             secret_values: Arc::from(Vec::new()),
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(TodoList::default()),

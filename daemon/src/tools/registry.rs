@@ -187,6 +187,13 @@ impl Registry {
             .unwrap_or_default()
     }
 
+    /// Whether a call changes files it cannot name beforehand (a shell command): such a call is
+    /// covered by a snapshot of the whole workspace instead of its paths.
+    pub fn snapshots_workspace(&self, name: &str, arguments: &str) -> bool {
+        self.get(name).is_some_and(|spec| spec.mutates)
+            && self.touched_paths(name, arguments).is_empty()
+    }
+
     fn entry(&self, name: &str) -> Option<&Entry> {
         self.entries.iter().find(|entry| entry.spec.name == name)
     }
