@@ -195,3 +195,42 @@ mod macos {
         profile
     }
 }
+
+/// The Landlock path on its own: the tool tests go through bubblewrap where it is installed, so
+/// the fallback is checked here directly.
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::sandbox::tests::{landlock_enforced, outside_temp_dirs};
+
+    #[tokio::test]
+    async fn landlock_alone_confines_writes_to_the_writable_paths() {
+        if !landlock_enforced() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI's kernel enforces Landlock"
+            );
+            return;
+        }
+        let workspace = tempfile::tempdir().unwrap();
+        let outside = outside_temp_dirs();
+        let script = format!(
+            "echo in > {ws}/inside; echo out > {out}/outside 2>/dev/null; echo done",
+            ws = workspace.path().display(),
+            out = outside.path().display()
+        );
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(script)
+            .stdout(std::process::Stdio::piped());
+        let child =
+            linux::spawn_confined(&mut command, &[workspace.path().canonicalize().unwrap()])
+                .unwrap();
+        let output = child.wait_with_output().await.unwrap();
+
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "done\n");
+        assert!(workspace.path().join("inside").exists());
+        assert!(!outside.path().join("outside").exists());
+    }
+}
