@@ -9,8 +9,12 @@
 //! - `read_file` of a 100,000-line file with hashes (target under 30 ms), against
 //!   `std::fs::read_to_string` and a count of its lines.
 //!
+//! - `bash` of a command that does nothing, through the registry and the sandbox (bubblewrap where
+//!   it works, else Landlock; environment allow-list, tagged process group and its sweep), against
+//!   the same `bash -c true` spawned bare: what the sandbox costs per command.
+//!
 //! Run: `cargo bench -p cwcoded --bench tools` (needs `rg`: `apt-get install -y ripgrep`).
-//! `cargo bench -p cwcoded --bench tools -- grep` or `-- read_file` runs one part.
+//! `cargo bench -p cwcoded --bench tools -- grep`, `-- read_file` or `-- bash` runs one part.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -51,6 +55,51 @@ fn main() {
     if wants("read_file") {
         read_a_large_file(&runtime);
     }
+    if wants("bash") {
+        bash_in_the_sandbox(&runtime);
+    }
+}
+
+const BASH_ROUNDS: usize = 41;
+
+fn bash_in_the_sandbox(runtime: &Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let context = context(dir.path());
+    let registry = Registry::standard();
+    let arguments = serde_json::json!({"command": "true"}).to_string();
+    let mut sandboxed = Vec::with_capacity(BASH_ROUNDS);
+    let mut bare = Vec::with_capacity(BASH_ROUNDS);
+    for _ in 0..BASH_ROUNDS {
+        let started = Instant::now();
+        let result = runtime
+            .block_on(registry.call("bash", &arguments, &context))
+            .unwrap();
+        sandboxed.push(started.elapsed());
+        assert!(result.ends_with("exit code 0"), "{result}");
+
+        let started = Instant::now();
+        let status = Command::new("bash")
+            .args(["-c", "true"])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        bare.push(started.elapsed());
+        assert!(status.success());
+    }
+    let layers = match cwcoded::sandbox::isolation::namespaces() {
+        cwcoded::sandbox::isolation::Namespaces::Bubblewrap { .. } => "bubblewrap",
+        cwcoded::sandbox::isolation::Namespaces::Unavailable { .. } => "Landlock only",
+    };
+    let (sandboxed, bare) = (median(sandboxed), median(bare));
+    println!("\n## bash `true` in the sandbox ({layers}), median of {BASH_ROUNDS}");
+    println!("| what | median | reference (bare `bash -c true`) | ratio |");
+    println!("| --- | --- | --- | --- |");
+    println!(
+        "| bash tool call | {} | {} | {:.2}× |",
+        ms(sandboxed),
+        ms(bare),
+        ratio(sandboxed, bare)
+    );
 }
 
 /// A context as a session has one, on a fresh workspace with nothing read yet.
