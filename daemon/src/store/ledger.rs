@@ -9,15 +9,16 @@
 //! by the same code that replays the file, and only once it has been written.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::objects::ObjectId;
 use super::restore::PathState;
-use super::{StoreError, atomic_write};
+use super::{PRIVATE_FILE_MODE, StoreError, atomic_write, create_private_dir};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -149,11 +150,12 @@ impl Ledger {
     pub fn append(&mut self, record: Record, durability: Durability) -> Result<(), StoreError> {
         let line = encode(&[&record])?;
         if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir).map_err(StoreError::io("create", dir))?;
+            create_private_dir(dir).map_err(StoreError::io("create", dir))?;
         }
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(PRIVATE_FILE_MODE)
             .open(&self.path)
             .map_err(StoreError::io("open", &self.path))?;
         let len = file
@@ -165,11 +167,21 @@ impl Ledger {
             file.set_len(self.intact_len)
                 .map_err(StoreError::io("repair", &self.path))?;
         }
-        file.write_all(&line)
-            .map_err(StoreError::io("append to", &self.path))?;
-        if durability == Durability::Synced {
-            file.sync_data()
-                .map_err(StoreError::io("sync", &self.path))?;
+        if let Err(error) = file.write_all(&line) {
+            // Leave nothing half-written: the next load or append would have to cut it.
+            if let Err(cut) = file.set_len(self.intact_len) {
+                tracing::error!(path = %self.path.display(), %cut, "cannot cut a failed checkpoint record back; the next append does");
+            }
+            return Err(StoreError::io("append to", &self.path)(error));
+        }
+        if durability == Durability::Synced
+            && let Err(error) = file.sync_data()
+        {
+            // Not durable means not recorded: the tool that needed it is refused.
+            if let Err(cut) = file.set_len(self.intact_len) {
+                tracing::error!(path = %self.path.display(), %cut, "cannot cut an unsynced checkpoint record back; the next append does");
+            }
+            return Err(StoreError::io("sync", &self.path)(error));
         }
         self.intact_len += line.len() as u64;
         self.apply(record);
@@ -290,6 +302,8 @@ fn encode(records: &[&Record]) -> Result<Vec<u8>, StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn begin(turn: u32) -> Record {
