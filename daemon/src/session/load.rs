@@ -1,14 +1,15 @@
-//! Reading a session directory when the daemon starts. What can be rebuilt is rebuilt (a
+//! Reading a session directory back, and writing a new one. What can be rebuilt is rebuilt (a
 //! damaged `session.json` from the journal and `system.md`, a missing `system.md` from the
 //! workspace) and noted for `doctor`; a session that cannot be loaded is reported with the
 //! reason and the fix, never dropped from sight.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cwcode_protocol::{Event, EventKind, Mode, SessionInfo, SessionStatus};
+use cwcode_protocol::{Event, EventKind, Mode, SessionInfo, SessionStatus, TodoItem};
 
 use super::journal::{Journal, now_rfc3339};
-use super::{INFO_FILE, JOURNAL_FILE, SYSTEM_PROMPT_FILE, default_title, write_info};
+use super::{INFO_FILE, JOURNAL_FILE, SYSTEM_PROMPT_FILE, SessionError, Work, write_info};
 use crate::agent;
 use crate::store::atomic_write;
 
@@ -233,6 +234,72 @@ fn reconcile(info: &mut SessionInfo, events: &[Event]) {
             _ => {}
         }
     }
+}
+
+/// The turn number after the largest one the journal mentions.
+pub(super) fn next_turn(events: &[Event]) -> u32 {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::PromptQueued { turn, .. } | EventKind::TurnStarted { turn, .. } => {
+                Some(*turn)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// The todo list as the journal last recorded it.
+pub(super) fn last_todos(events: &[Event]) -> Vec<TodoItem> {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.kind {
+            EventKind::TodoUpdated { todos } => Some(todos.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Prompts that were queued and never started, in order: they run after a restart.
+pub(super) fn pending_prompts(events: &[Event]) -> Vec<Work> {
+    let mut pending: BTreeMap<u32, String> = BTreeMap::new();
+    for event in events {
+        match &event.kind {
+            EventKind::PromptQueued { turn, prompt } => {
+                pending.insert(*turn, prompt.clone());
+            }
+            EventKind::TurnStarted { turn, .. } => {
+                pending.remove(turn);
+            }
+            _ => {}
+        }
+    }
+    pending
+        .into_iter()
+        .map(|(turn, text)| Work::Prompt { turn, text })
+        .collect()
+}
+
+/// Writes a new session's files, each readable by its owner only, and opens its journal.
+pub(super) fn write_new_session(
+    dir: &Path,
+    info: &SessionInfo,
+    system_prompt: &str,
+) -> Result<Journal, SessionError> {
+    atomic_write(&dir.join(SYSTEM_PROMPT_FILE), system_prompt.as_bytes())?;
+    write_info(dir, info)?;
+    let (journal, _) = Journal::open(&dir.join(JOURNAL_FILE))?;
+    Ok(journal)
+}
+
+pub(super) fn default_title(workspace: &Path) -> String {
+    workspace
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| workspace.display().to_string())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod goal_loop;
 pub mod history;
 pub mod journal;
 mod load;
+mod recovery;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -17,9 +18,9 @@ use std::time::Duration;
 
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
-    ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, Event,
-    EventKind, Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionProblem,
-    SessionStatus, TodoItem, TurnOutcome, Usage,
+    ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, EventKind,
+    Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionProblem, SessionStatus,
+    TodoItem,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -35,7 +36,12 @@ use crate::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolCont
 
 use bus::{EventLog, Subscription};
 use history::Conversation;
-use journal::{Journal, JournalError, now_rfc3339};
+use journal::{JournalError, now_rfc3339};
+use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
+use recovery::{
+    OpenTurn, close_turn, close_turn_when_possible, open_turn, put_files_back,
+    recover_from_refused_journal,
+};
 
 const INFO_FILE: &str = "session.json";
 const JOURNAL_FILE: &str = "events.jsonl";
@@ -418,37 +424,6 @@ impl Session {
     }
 }
 
-/// A rewind (or its undo) changed the files but the journal refused to record it: the files
-/// are put back, so that files and history still agree, and the error says what happened.
-async fn put_files_back(
-    store: &SharedStore,
-    turn: Option<u32>,
-    result: &RewindResult,
-    error: &JournalError,
-) -> SessionError {
-    let put_back = match turn {
-        Some(_) => store.undo_restore().await.map(drop),
-        None => store.restore_to_before(result.turn).await.map(drop),
-    };
-    let what = if turn.is_some() { "rewind" } else { "undo" };
-    let reason = match put_back {
-        Ok(()) => format!(
-            "the {what} could not be journalled, so the files were put back and nothing changed: {}",
-            error.cause()
-        ),
-        Err(put_back_error) => format!(
-            "the {what} changed the files but could not be journalled ({}), and putting them back \
-             failed too ({put_back_error}): check the workspace with `git status` once there is \
-             space",
-            error.cause()
-        ),
-    };
-    SessionError::Io {
-        path: error.path().to_owned(),
-        reason,
-    }
-}
-
 fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
     let mut bytes = serde_json::to_vec_pretty(info).map_err(|error| SessionError::Io {
         path: dir.join(INFO_FILE),
@@ -456,21 +431,6 @@ fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
     })?;
     bytes.push(b'\n');
     Ok(atomic_write(&dir.join(INFO_FILE), &bytes)?)
-}
-
-/// The turn number after the largest one the journal mentions.
-fn next_turn(events: &[Event]) -> u32 {
-    events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::PromptQueued { turn, .. } | EventKind::TurnStarted { turn, .. } => {
-                Some(*turn)
-            }
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
-        + 1
 }
 
 /// The session's checkpoint store. Without one the session still works, without `/rewind`.
@@ -496,18 +456,6 @@ fn load_goal_state(session_dir: &Path) -> LoopState {
     })
 }
 
-/// The todo list as the journal last recorded it.
-fn last_todos(events: &[Event]) -> Vec<TodoItem> {
-    events
-        .iter()
-        .rev()
-        .find_map(|event| match &event.kind {
-            EventKind::TodoUpdated { todos } => Some(todos.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
 /// A todo list whose every change is journalled and broadcast.
 fn todo_list(log: &Arc<EventLog>, todos: Vec<TodoItem>) -> TodoList {
     let log = Arc::clone(log);
@@ -519,122 +467,6 @@ fn todo_list(log: &Arc<EventLog>, todos: Vec<TodoItem>) -> TodoList {
             tracing::error!(%error, "cannot journal the todo list");
         }
     })
-}
-
-/// Prompts that were queued and never started, in order: they run after a restart.
-fn pending_prompts(events: &[Event]) -> Vec<Work> {
-    let mut pending: BTreeMap<u32, String> = BTreeMap::new();
-    for event in events {
-        match &event.kind {
-            EventKind::PromptQueued { turn, prompt } => {
-                pending.insert(*turn, prompt.clone());
-            }
-            EventKind::TurnStarted { turn, .. } => {
-                pending.remove(turn);
-            }
-            _ => {}
-        }
-    }
-    pending
-        .into_iter()
-        .map(|(turn, text)| Work::Prompt { turn, text })
-        .collect()
-}
-
-/// The turn the journal shows as started and never finished, if any.
-fn open_turn(events: &[Event]) -> Option<u32> {
-    let mut open_turn = None;
-    for event in events {
-        match &event.kind {
-            EventKind::TurnStarted { turn, .. } => open_turn = Some(*turn),
-            EventKind::TurnFinished { .. } => open_turn = None,
-            _ => {}
-        }
-    }
-    open_turn
-}
-
-/// A turn the journal shows as started and never finished, and how it is to be closed.
-struct OpenTurn {
-    turn: u32,
-    outcome: TurnOutcome,
-    /// Why the turn ended, for its `TurnFinished`.
-    error: String,
-    /// What each tool call still without a result is answered.
-    call_result: &'static str,
-}
-
-impl OpenTurn {
-    /// The turn that was running when the daemon died.
-    fn interrupted(turn: u32) -> Self {
-        Self {
-            turn,
-            outcome: TurnOutcome::Interrupted,
-            error: "the daemon stopped during this turn".to_owned(),
-            call_result: "not run: the daemon stopped before this call ran",
-        }
-    }
-
-    /// A turn that stopped because the journal refused an event.
-    fn unjournalled(turn: u32, error: &JournalError) -> Self {
-        Self {
-            turn,
-            outcome: TurnOutcome::Failed,
-            error: format!(
-                "the turn stopped because its events could not be journalled: {}",
-                error.cause()
-            ),
-            call_result: "not run: the journal could not be written",
-        }
-    }
-}
-
-/// Gives the open turn's unanswered tool calls a result and marks it finished, so the history
-/// is valid again. Done once its `TurnFinished` is journalled; a retry after a partial failure
-/// answers only the calls still unanswered.
-fn close_turn(
-    log: &EventLog,
-    conversation: &mut Conversation,
-    open: &OpenTurn,
-) -> Result<(), JournalError> {
-    agent::answer_unanswered(log, conversation, open.call_result)?;
-    log.publish(EventKind::TurnFinished {
-        turn: open.turn,
-        outcome: open.outcome,
-        usage: Usage::default(),
-        error: Some(open.error.clone()),
-    })?;
-    let idle = log.publish(EventKind::StatusChanged {
-        status: SessionStatus::Idle,
-    });
-    if let Err(error) = idle.map(drop).and_then(|()| log.sync()) {
-        tracing::warn!(%error, "the turn is closed, but the journal is not synced yet");
-    }
-    Ok(())
-}
-
-/// Closes the open turn, retrying while the journal refuses (a full disk) until it accepts or
-/// the daemon stops; a turn still open then is closed as interrupted on the next start.
-async fn close_turn_when_possible(
-    session: &Session,
-    conversation: &mut Conversation,
-    open: OpenTurn,
-    stopping: &CancellationToken,
-) {
-    let mut delay = Duration::from_millis(250);
-    loop {
-        match close_turn(&session.log, conversation, &open) {
-            Ok(()) => return,
-            Err(error) => {
-                tracing::warn!(session = %session.id, turn = open.turn, %error, "cannot close the turn yet; retrying");
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = stopping.cancelled() => return,
-        }
-        delay = (delay * 2).min(JOURNAL_RETRY_MAX);
-    }
 }
 
 /// A session directory read back and ready to start.
@@ -1049,25 +881,6 @@ impl Sessions {
     }
 }
 
-/// Writes a new session's files, each readable by its owner only, and opens its journal.
-fn write_new_session(
-    dir: &Path,
-    info: &SessionInfo,
-    system_prompt: &str,
-) -> Result<Journal, SessionError> {
-    atomic_write(&dir.join(SYSTEM_PROMPT_FILE), system_prompt.as_bytes())?;
-    write_info(dir, info)?;
-    let (journal, _) = Journal::open(&dir.join(JOURNAL_FILE))?;
-    Ok(journal)
-}
-
-fn default_title(workspace: &Path) -> String {
-    workspace
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_else(|| workspace.display().to_string())
-}
-
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
 async fn run_prompts(
@@ -1197,38 +1010,6 @@ async fn run_prompts(
         session.in_flight.fetch_sub(1, Ordering::SeqCst);
         session.persist_info();
     }
-}
-
-/// After the journal refused an event (a full disk): a prompt whose turn never started is
-/// returned to be tried again, since it was accepted; a turn left open is closed as failed
-/// once the journal takes events again, so the session goes on.
-async fn recover_from_refused_journal(
-    session: &Session,
-    conversation: &mut Conversation,
-    prompt: Option<(u32, String)>,
-    error: &JournalError,
-    stopping: &CancellationToken,
-) -> Option<(u32, String)> {
-    let events = match session.log.read_all() {
-        Ok(events) => events,
-        Err(read_error) => {
-            tracing::error!(session = %session.id, %read_error, "cannot read the journal back");
-            return None;
-        }
-    };
-    if let Some((turn, text)) = prompt {
-        let started = events
-            .iter()
-            .any(|event| matches!(event.kind, EventKind::TurnStarted { turn: t, .. } if t == turn));
-        if !started {
-            return Some((turn, text));
-        }
-    }
-    if let Some(turn) = open_turn(&events) {
-        let open = OpenTurn::unjournalled(turn, error);
-        close_turn_when_possible(session, conversation, open, stopping).await;
-    }
-    None
 }
 
 fn report_error(log: &EventLog, message: String) -> Result<(), JournalError> {

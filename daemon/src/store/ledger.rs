@@ -359,6 +359,71 @@ mod tests {
         );
     }
 
+    /// A tmpfs of a few pages, unmounted when dropped; None where mounting is not allowed (not
+    /// root), except under CI, where the test must run.
+    struct TinyDisk {
+        dir: tempfile::TempDir,
+    }
+
+    impl TinyDisk {
+        fn mount() -> Option<Self> {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+                .arg(dir.path())
+                .status()
+                .is_ok_and(|status| status.success());
+            if !mounted {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "cannot mount a tmpfs for the full-disk test"
+                );
+                eprintln!("skipped: cannot mount a tmpfs (not root?)");
+                return None;
+            }
+            Some(Self { dir })
+        }
+    }
+
+    impl Drop for TinyDisk {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+
+    #[test]
+    fn a_full_disk_leaves_no_half_record_and_the_ledger_goes_on_once_space_returns() {
+        let Some(disk) = TinyDisk::mount() else {
+            return;
+        };
+        let path = disk.dir.path().join("checkpoints.jsonl");
+        let mut ledger = Ledger::open(&path).unwrap();
+        ledger.append(begin(1), Durability::Synced).unwrap();
+        let intact = fs::read(&path).unwrap();
+        let filler = disk.dir.path().join("filler");
+        let mut file = File::create(&filler).unwrap();
+        for chunk in [4096, 1] {
+            while file.write_all(&vec![b'x'; chunk]).is_ok() {}
+        }
+        drop(file);
+        let big = Record::Begin {
+            turn: 2,
+            prompt: "x".repeat(16 * 1024),
+            time: "2025-01-01T00:00:00.000Z".to_owned(),
+        };
+
+        let error = ledger.append(big.clone(), Durability::Synced).unwrap_err();
+        assert!(error.to_string().contains("free some space"), "{error}");
+        assert_eq!(fs::read(&path).unwrap(), intact, "nothing half-written");
+        assert_eq!(ledger.live.len(), 1, "memory follows the disk");
+
+        fs::remove_file(&filler).unwrap();
+        ledger.append(big, Durability::Synced).unwrap();
+        assert_eq!(Ledger::open(&path).unwrap().live.len(), 2);
+    }
+
     #[test]
     fn a_torn_last_line_is_ignored_then_cut_by_the_next_append() {
         let dir = tempfile::tempdir().unwrap();

@@ -20,7 +20,7 @@ pub use restore::{NotRestored, PathState};
 pub use shared::SharedStore;
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}: {source}")]
+#[error("cannot write {}: {source}{}", .path.display(), fix_for(.source))]
 pub struct WriteError {
     pub path: PathBuf,
     #[source]
