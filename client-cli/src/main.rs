@@ -419,7 +419,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let healthy = report.config_error.is_none()
                 && report.default_profile.is_ok()
                 && report.home_mode == 0o700
-                && report.socket_mode == 0o600;
+                && report.socket_mode == 0o600
+                && report.config_key_exposed.is_none()
+                && report.session_problems.iter().all(|problem| problem.loaded);
             if !healthy {
                 return Ok(ExitCode::FAILURE);
             }

@@ -219,11 +219,18 @@ pub fn session_table(sessions: &[SessionInfo]) -> String {
         "{:<12}  {:<17}  {:<4}  {:<16}  {:>5}  {:<19}  {}\n",
         "ID", "STATUS", "MODE", "PROFILE", "TURNS", "UPDATED", "TITLE"
     );
+    let mut damaged = String::new();
     for session in sessions {
-        let status = serde_json::to_value(session.status)
-            .ok()
-            .and_then(|value| value.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let status = match &session.damaged {
+            Some(reason) => {
+                let _ = writeln!(damaged, "  {}: {reason}", session.id);
+                "DAMAGED".to_owned()
+            }
+            None => serde_json::to_value(session.status)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        };
         let _ = writeln!(
             out,
             "{:<12}  {:<17}  {:<4}  {:<16}  {:>5}  {:<19}  {}",
@@ -236,23 +243,35 @@ pub fn session_table(sessions: &[SessionInfo]) -> String {
             session.title
         );
     }
+    if !damaged.is_empty() {
+        let _ = write!(
+            out,
+            "\nDAMAGED sessions cannot be used until fixed (`cwcode-cli doctor` tells more):\n{damaged}"
+        );
+    }
     out
 }
 
 pub fn session_details(info: &SessionInfo) -> String {
-    format!(
-        "id       {}\ntitle    {}\ncwd      {}\nprofile  {}\nmode     {}\nstatus   {:?}\nturns    {}\nevents   {}\ncreated  {}\nupdated  {}\n",
-        info.id,
-        info.title,
-        info.cwd,
-        info.profile,
-        info.mode,
-        info.status,
-        info.turns,
-        info.last_seq,
-        info.created,
-        info.updated
-    )
+    let damaged = info
+        .damaged
+        .as_ref()
+        .map(|reason| format!("DAMAGED  {reason}\n"))
+        .unwrap_or_default();
+    damaged
+        + &format!(
+            "id       {}\ntitle    {}\ncwd      {}\nprofile  {}\nmode     {}\nstatus   {:?}\nturns    {}\nevents   {}\ncreated  {}\nupdated  {}\n",
+            info.id,
+            info.title,
+            info.cwd,
+            info.profile,
+            info.mode,
+            info.status,
+            info.turns,
+            info.last_seq,
+            info.created,
+            info.updated
+        )
 }
 
 pub fn profile_table(profiles: &[ProfileInfo]) -> String {
@@ -437,6 +456,21 @@ pub fn doctor(report: &DoctorReport) -> String {
         }
     }
     sandbox_lines(&mut out, &report.sandbox);
+    if let Some(exposed) = &report.config_key_exposed {
+        let _ = writeln!(out, "[FIX] {exposed}");
+    }
+    for problem in &report.session_problems {
+        let (mark, what) = if problem.loaded {
+            ("note", "repaired on load")
+        } else {
+            ("FIX", "DAMAGED, cannot be used")
+        };
+        let _ = writeln!(
+            out,
+            "[{mark:<3}] session {} {what}: {}",
+            problem.session_id, problem.problem
+        );
+    }
     out
 }
 

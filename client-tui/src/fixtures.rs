@@ -23,6 +23,7 @@ pub fn session(id: &str, cwd: &str, title: &str) -> SessionInfo {
         updated: "2026-01-02T03:04:05.000Z".to_owned(),
         turns: 1,
         last_seq: 0,
+        damaged: None,
     }
 }
 

@@ -81,6 +81,10 @@ pub struct SessionInfo {
     /// Sequence number of the newest journalled event.
     #[serde(default)]
     pub last_seq: u64,
+    /// Set when the session could not be loaded: why, which file, and what to do. Such a
+    /// session is listed so that it is not lost from sight, but cannot be used until fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -380,6 +384,26 @@ pub struct DoctorReport {
     pub profiles: Vec<ProfileInfo>,
     /// What the sandbox can enforce on this machine (Landlock ABI, process groups, …).
     pub sandbox: serde_json::Value,
+    /// Sessions that could not be loaded, or were loaded only after leaving something out.
+    #[serde(default)]
+    pub session_problems: Vec<SessionProblem>,
+    /// Set when `config.json` holds an API key and users other than its owner can read it:
+    /// what is wrong and the command that fixes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_key_exposed: Option<String>,
+}
+
+/// A session `doctor` reports: damaged (listed, but unusable until fixed) or repaired on load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionProblem {
+    pub session_id: String,
+    /// The session's directory.
+    pub path: String,
+    /// What is wrong and what to do about it.
+    pub problem: String,
+    /// True when the session works despite it (something was left out or rebuilt).
+    pub loaded: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

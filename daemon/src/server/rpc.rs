@@ -230,8 +230,34 @@ fn mode_of(path: &std::path::Path) -> u32 {
 }
 
 fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorReport {
+    /// Whether a config.json text gives any profile a non-empty `api_key`.
+    fn holds_api_key(text: &str) -> bool {
+        let Ok(config) = serde_json::from_str::<serde_json::Value>(text) else {
+            // Unparseable: it may still hold a key, and doctor reports the parse error anyway.
+            return text.contains("api_key\"");
+        };
+        config["profiles"].as_object().is_some_and(|profiles| {
+            profiles.values().any(|profile| {
+                profile["api_key"]
+                    .as_str()
+                    .is_some_and(|key| !key.trim().is_empty())
+            })
+        })
+    }
     let paths = &daemon.shared.paths;
     let providers = &daemon.shared.providers;
+    let config = paths.config();
+    // A key in a file others can read is a leaked key: say so, with the command that fixes it.
+    let config_key_exposed = (mode_of(&config) & 0o077 != 0
+        && std::fs::read_to_string(&config).is_ok_and(|text| holds_api_key(&text)))
+    .then(|| {
+        format!(
+            "{} holds an API key and users other than you can read it (mode {:o}): run `chmod 600 {}`",
+            config.display(),
+            mode_of(&config),
+            config.display()
+        )
+    });
     DoctorReport {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         home: paths.home.display().to_string(),
@@ -242,6 +268,8 @@ fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorRepo
         default_profile: providers.default_profile(),
         profiles: providers.profiles(),
         sandbox: serde_json::to_value(sandbox).unwrap_or_default(),
+        session_problems: daemon.sessions.problems(),
+        config_key_exposed,
     }
 }
 

@@ -6,9 +6,11 @@ pub mod bus;
 pub mod goal_loop;
 pub mod history;
 pub mod journal;
+mod load;
 mod recovery;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -16,8 +18,9 @@ use std::time::Duration;
 
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
-    ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, Event,
-    EventKind, Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionStatus, TodoItem,
+    ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, EventKind,
+    Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionProblem, SessionStatus,
+    TodoItem,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -33,11 +36,19 @@ use crate::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolCont
 
 use bus::{EventLog, Subscription};
 use history::Conversation;
-use journal::{Journal, JournalError, now_rfc3339};
+use journal::{JournalError, now_rfc3339};
+use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
+use recovery::{
+    OpenTurn, close_turn, close_turn_when_possible, put_files_back, recover_from_refused_journal,
+};
 
 const INFO_FILE: &str = "session.json";
 const JOURNAL_FILE: &str = "events.jsonl";
 const SYSTEM_PROMPT_FILE: &str = "system.md";
+/// Session directories are their owner's only (SPEC §3), whatever the umask.
+const SESSION_DIR_MODE: u32 = 0o700;
+/// The longest wait between two attempts to write a journal that refused an event.
+const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown and delete wait for a cancelled turn to wind down.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -116,6 +127,8 @@ pub struct Session {
     checkpoints: Option<SharedStore>,
     goal_state: Mutex<LoopState>,
     shared: Arc<Shared>,
+    /// What loading repaired or left out, for `doctor`.
+    load_notes: Vec<String>,
 }
 
 impl Session {
@@ -172,36 +185,56 @@ impl Session {
         info
     }
 
-    fn persist_info(&self) -> Result<(), SessionError> {
+    /// Saves `session.json`. The journal is the truth and loading reconciles the two, so a
+    /// failure here (a full disk) is logged and the operation that changed the session stands.
+    fn persist_info(&self) {
         self.control().info.updated = now_rfc3339();
-        write_info(&self.dir, &self.info())
+        if let Err(error) = write_info(&self.dir, &self.info()) {
+            tracing::error!(session = %self.id, %error, "cannot save the session's metadata");
+        }
     }
 
-    /// Accepts a prompt; it runs now, or after the turns before it.
+    /// Accepts a prompt; it runs now, or after the turns before it. An error means it was not
+    /// accepted: nothing of it is queued or journalled.
     pub fn send(&self, text: String) -> Result<SendResult, SessionError> {
         let (turn, queued) = {
             let mut control = self.control();
             let Some(queue) = control.queue.clone() else {
                 return Err(SessionError::ShuttingDown);
             };
+            if queue.is_closed() {
+                return Err(SessionError::ShuttingDown);
+            }
             let turn = control.next_turn;
             // Sends are serialised by the control lock; the runner only ever lowers the count,
             // so at worst a prompt is journalled as queued just as the queue empties.
             let queued = self.in_flight.load(Ordering::SeqCst) > 0;
             if queued {
-                self.log.publish(EventKind::PromptQueued {
-                    turn,
-                    prompt: text.clone(),
-                })?;
+                self.log
+                    .publish(EventKind::PromptQueued {
+                        turn,
+                        prompt: text.clone(),
+                    })
+                    .map_err(|error| SessionError::Io {
+                        path: error.path().to_owned(),
+                        reason: format!(
+                            "cannot journal the prompt, so it was not accepted (nothing is \
+                             queued): {}",
+                            error.cause()
+                        ),
+                    })?;
             }
-            if queue.send(Work::Prompt { turn, text }).is_err() {
+            let sent = queue.send(Work::Prompt { turn, text });
+            // A queued prompt is journalled: if the runner has just stopped, it runs after the
+            // restart, so it is accepted all the same.
+            if sent.is_err() && !queued {
                 return Err(SessionError::ShuttingDown);
             }
             self.in_flight.fetch_add(1, Ordering::SeqCst);
             control.next_turn += 1;
             (turn, queued)
         };
-        self.persist_info()?;
+        self.persist_info();
         Ok(SendResult { turn, queued })
     }
 
@@ -279,9 +312,14 @@ impl Session {
                 (result, kind)
             }
         };
-        let event = self.log.publish(kind)?;
+        let event = match self.log.publish(kind) {
+            Ok(event) => event,
+            Err(error) => return Err(put_files_back(store, turn, &result, &error).await),
+        };
         conversation.apply(&event.kind);
-        self.log.sync()?;
+        if let Err(error) = self.log.sync() {
+            tracing::error!(session = %self.id, %error, "cannot sync the journal after a rewind");
+        }
         Ok(result)
     }
 
@@ -296,15 +334,21 @@ impl Session {
         }
     }
 
+    /// Switches the mode once the journal has recorded the switch, so a refused write changes
+    /// nothing.
     pub fn set_mode(&self, mode: Mode) -> Result<SessionInfo, SessionError> {
-        let changed = self.mode.send_if_modified(|current| {
-            let changed = *current != mode;
-            *current = mode;
+        // The control lock serialises mode changes with each other.
+        let changed = {
+            let _control = self.control();
+            let changed = *self.mode.borrow() != mode;
+            if changed {
+                self.log.publish(EventKind::ModeChanged { mode })?;
+                self.mode.send_replace(mode);
+            }
             changed
-        });
+        };
         if changed {
-            self.log.publish(EventKind::ModeChanged { mode })?;
-            self.persist_info()?;
+            self.persist_info();
         }
         Ok(self.info())
     }
@@ -319,14 +363,16 @@ impl Session {
         let changed = {
             let mut control = self.control();
             let changed = control.info.profile != profile;
-            control.info.profile = profile.to_owned();
+            if changed {
+                self.log.publish(EventKind::ProfileChanged {
+                    profile: profile.to_owned(),
+                })?;
+                control.info.profile = profile.to_owned();
+            }
             changed
         };
         if changed {
-            self.log.publish(EventKind::ProfileChanged {
-                profile: profile.to_owned(),
-            })?;
-            self.persist_info()?;
+            self.persist_info();
         }
         Ok(self.info())
     }
@@ -386,28 +432,6 @@ fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
     Ok(atomic_write(&dir.join(INFO_FILE), &bytes)?)
 }
 
-fn read_file(path: &Path) -> Result<String, SessionError> {
-    std::fs::read_to_string(path).map_err(|error| SessionError::Io {
-        path: path.to_owned(),
-        reason: error.to_string(),
-    })
-}
-
-/// The turn number after the largest one the journal mentions.
-fn next_turn(events: &[Event]) -> u32 {
-    events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::PromptQueued { turn, .. } | EventKind::TurnStarted { turn, .. } => {
-                Some(*turn)
-            }
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
-        + 1
-}
-
 /// The session's checkpoint store. Without one the session still works, without `/rewind`.
 fn open_checkpoints(
     shared: &Shared,
@@ -435,18 +459,6 @@ fn load_goal_state(session_dir: &Path) -> LoopState {
     })
 }
 
-/// The todo list as the journal last recorded it.
-fn last_todos(events: &[Event]) -> Vec<TodoItem> {
-    events
-        .iter()
-        .rev()
-        .find_map(|event| match &event.kind {
-            EventKind::TodoUpdated { todos } => Some(todos.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
 /// A todo list whose every change is journalled and broadcast.
 fn todo_list(log: &Arc<EventLog>, todos: Vec<TodoItem>) -> TodoList {
     let log = Arc::clone(log);
@@ -460,39 +472,42 @@ fn todo_list(log: &Arc<EventLog>, todos: Vec<TodoItem>) -> TodoList {
     })
 }
 
-/// Prompts that were queued and never started, in order: they run after a restart.
-fn pending_prompts(events: &[Event]) -> Vec<Work> {
-    let mut pending: BTreeMap<u32, String> = BTreeMap::new();
-    for event in events {
-        match &event.kind {
-            EventKind::PromptQueued { turn, prompt } => {
-                pending.insert(*turn, prompt.clone());
-            }
-            EventKind::TurnStarted { turn, .. } => {
-                pending.remove(turn);
-            }
-            _ => {}
-        }
-    }
-    pending
-        .into_iter()
-        .map(|(turn, text)| Work::Prompt { turn, text })
-        .collect()
+/// A session directory read back and ready to start.
+struct Opened {
+    dir: PathBuf,
+    info: SessionInfo,
+    log: Arc<EventLog>,
+    conversation: Conversation,
+    next_turn: u32,
+    pending: Vec<Work>,
+    todos: Vec<TodoItem>,
+    /// An open turn that could not be closed yet: the runner closes it before anything else.
+    unclosed: Option<OpenTurn>,
+    notes: Vec<String>,
+    checkpoints: Option<CheckpointStore>,
+}
+
+/// A session that could not be loaded: listed with the reason, so it is not lost from sight.
+struct Damaged {
+    dir: PathBuf,
+    info: SessionInfo,
 }
 
 /// All sessions of this daemon.
 pub struct Sessions {
     shared: Arc<Shared>,
     sessions: RwLock<BTreeMap<String, Arc<Session>>>,
+    damaged: RwLock<BTreeMap<String, Damaged>>,
 }
 
 impl Sessions {
-    /// Loads every session under `sessions/`. One that cannot be read is reported and skipped:
-    /// it stays on disk untouched.
+    /// Loads every session under `sessions/`. One that cannot be read stays on disk untouched
+    /// and is listed as damaged, with the reason.
     pub fn load(shared: Arc<Shared>) -> Self {
         let sessions = Self {
             shared,
             sessions: RwLock::new(BTreeMap::new()),
+            damaged: RwLock::new(BTreeMap::new()),
         };
         let dir = sessions.shared.paths.sessions_dir();
         let entries = match std::fs::read_dir(&dir) {
@@ -505,13 +520,19 @@ impl Sessions {
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            if !path.join(INFO_FILE).is_file() {
+            if !load::looks_like_session(&path) {
                 continue;
             }
             match sessions.open(&path) {
                 Ok(session) => sessions.insert(session),
-                Err(error) => {
-                    tracing::error!(dir = %path.display(), %error, "cannot load session; left as is")
+                Err(reason) => {
+                    tracing::error!(dir = %path.display(), %reason, "cannot load session; listed as damaged");
+                    let info = load::damaged_info(&path, reason);
+                    sessions
+                        .damaged
+                        .write()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .insert(info.id.clone(), Damaged { dir: path, info });
                 }
             }
         }
@@ -524,6 +545,12 @@ impl Sessions {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn damaged_map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Damaged>> {
+        self.damaged
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn insert(&self, session: Arc<Session>) {
         self.sessions
             .write()
@@ -531,60 +558,59 @@ impl Sessions {
             .insert(session.id.clone(), session);
     }
 
-    fn open(&self, dir: &Path) -> Result<Arc<Session>, SessionError> {
-        let info_path = dir.join(INFO_FILE);
-        let info: SessionInfo =
-            serde_json::from_str(&read_file(&info_path)?).map_err(|error| SessionError::Io {
-                path: info_path.clone(),
-                reason: error.to_string(),
-            })?;
-        let system_prompt = read_file(&dir.join(SYSTEM_PROMPT_FILE))?;
+    /// Loads one session directory, or says why it cannot be used.
+    fn open(&self, dir: &Path) -> Result<Arc<Session>, String> {
+        let default_profile = self.shared.providers.default_profile().unwrap_or_default();
+        let loaded = load::load(dir, &default_profile)?;
         let journal_path = dir.join(JOURNAL_FILE);
-        let (journal, events) = Journal::open(&journal_path)?;
-        let log = Arc::new(EventLog::new(&journal_path, journal));
-        let mut conversation = Conversation::rebuild(&system_prompt, &events);
-        let mut checkpoints = open_checkpoints(&self.shared, dir, &info.cwd);
-        recovery::close_interrupted_turn(
-            &log,
-            &mut conversation,
-            &events,
-            checkpoints.as_mut(),
-            &self.shared.registry,
-        )?;
-        let pending = pending_prompts(&events);
-        let next_turn = next_turn(&events);
-        let todos = last_todos(&events);
-        let session = self.start(
-            dir.to_owned(),
-            info,
+        let log = Arc::new(EventLog::new(&journal_path, loaded.journal));
+        let events = loaded.events;
+        let mut conversation = Conversation::rebuild(&loaded.system_prompt, &events);
+        let mut notes = loaded.notes;
+        let mut checkpoints = open_checkpoints(&self.shared, dir, &loaded.info.cwd);
+        let unclosed =
+            OpenTurn::interrupted(&log, &events, checkpoints.as_mut(), &self.shared.registry)
+                .and_then(|open| match close_turn(&log, &mut conversation, &open) {
+                    Ok(()) => None,
+                    Err(error) => {
+                        notes.push(format!(
+                            "the interrupted turn {} is not closed yet: {error}",
+                            open.turn
+                        ));
+                        Some(open)
+                    }
+                });
+        let session = self.start(Opened {
+            dir: dir.to_owned(),
+            info: loaded.info,
+            pending: pending_prompts(&events),
+            next_turn: next_turn(&events),
+            todos: last_todos(&events),
             log,
             conversation,
-            next_turn,
-            pending,
-            todos,
+            unclosed,
+            notes,
             checkpoints,
-        );
+        });
         if let Err(error) = session.resume_goal_loop() {
             tracing::error!(session = %session.id, %error, "cannot resume the goal loop");
         }
         Ok(session)
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the parts of a session, opened or fresh, each built by its caller"
-    )]
-    fn start(
-        &self,
-        dir: PathBuf,
-        info: SessionInfo,
-        log: Arc<EventLog>,
-        conversation: Conversation,
-        next_turn: u32,
-        pending: Vec<Work>,
-        todos: Vec<TodoItem>,
-        checkpoints: Option<CheckpointStore>,
-    ) -> Arc<Session> {
+    fn start(&self, opened: Opened) -> Arc<Session> {
+        let Opened {
+            dir,
+            info,
+            log,
+            conversation,
+            next_turn,
+            pending,
+            todos,
+            unclosed,
+            notes,
+            checkpoints,
+        } = opened;
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
         let todos = todo_list(&log, todos);
@@ -613,12 +639,14 @@ impl Sessions {
             checkpoints: checkpoints.map(SharedStore::new),
             goal_state: Mutex::new(load_goal_state(&session_dir)),
             shared: Arc::clone(&self.shared),
+            load_notes: notes,
         });
         let runner = tokio::spawn(run_prompts(
             Arc::clone(&session),
             Arc::clone(&self.shared),
             conversation,
             prompts,
+            unclosed,
         ));
         *session
             .runner
@@ -659,10 +687,14 @@ impl Sessions {
         };
         let id = uuid::Uuid::now_v7().simple().to_string();
         let dir = self.shared.paths.session_dir(&id);
-        std::fs::create_dir_all(&dir).map_err(|error| SessionError::Io {
-            path: dir.clone(),
-            reason: error.to_string(),
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(SESSION_DIR_MODE)
+            .create(&dir)
+            .map_err(|error| SessionError::Io {
+                path: dir.clone(),
+                reason: format!("cannot create the session directory: {error}"),
+            })?;
         let root = workspace.root().to_string_lossy().into_owned();
         let now = now_rfc3339();
         let info = SessionInfo {
@@ -678,55 +710,127 @@ impl Sessions {
             updated: now,
             turns: 0,
             last_seq: 0,
+            damaged: None,
         };
         let system_prompt = agent::prompt::system_prompt(workspace.root());
-        atomic_write(&dir.join(SYSTEM_PROMPT_FILE), system_prompt.as_bytes())?;
-        write_info(&dir, &info)?;
+        let written = write_new_session(&dir, &info, &system_prompt);
+        let journal = match written {
+            Ok(journal) => journal,
+            Err(error) => {
+                // Half a session would be listed as damaged on the next start: leave none.
+                if let Err(cleanup) = std::fs::remove_dir_all(&dir) {
+                    tracing::error!(dir = %dir.display(), %cleanup, "cannot remove a session that failed to be created");
+                }
+                return Err(error);
+            }
+        };
         let journal_path = dir.join(JOURNAL_FILE);
-        let (journal, _) = Journal::open(&journal_path)?;
         let log = Arc::new(EventLog::new(&journal_path, journal));
         let conversation = Conversation::rebuild(&system_prompt, &[]);
         let checkpoints = open_checkpoints(&self.shared, &dir, &info.cwd);
-        let session = self.start(
+        let session = self.start(Opened {
             dir,
             info,
             log,
             conversation,
-            1,
-            Vec::new(),
-            Vec::new(),
+            next_turn: 1,
+            pending: Vec::new(),
+            todos: Vec::new(),
+            unclosed: None,
+            notes: Vec::new(),
             checkpoints,
-        );
+        });
         let info = session.info();
         self.insert(session);
         Ok(info)
     }
 
-    /// Finds a session by its id or a unique prefix of it.
-    pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+    /// The full id of the session (loaded or damaged) that `id` or a unique prefix names.
+    fn resolve(&self, id: &str) -> Result<String, SessionError> {
         let map = self.map();
-        if let Some(session) = map.get(id) {
-            return Ok(Arc::clone(session));
+        let damaged = self.damaged_map();
+        if map.contains_key(id) || damaged.contains_key(id) {
+            return Ok(id.to_owned());
         }
-        let mut matches = map
+        let mut matches: Vec<&String> = map
             .range(id.to_owned()..)
-            .take_while(|(key, _)| key.starts_with(id));
-        match (matches.next(), matches.next()) {
-            (Some((_, session)), None) if !id.is_empty() => Ok(Arc::clone(session)),
-            (Some(_), Some(_)) => Err(SessionError::Ambiguous {
+            .take_while(|(key, _)| key.starts_with(id))
+            .map(|(key, _)| key)
+            .chain(
+                damaged
+                    .range(id.to_owned()..)
+                    .take_while(|(key, _)| key.starts_with(id))
+                    .map(|(key, _)| key),
+            )
+            .take(2)
+            .collect();
+        match (matches.pop(), matches.is_empty()) {
+            (Some(key), true) if !id.is_empty() => Ok(key.clone()),
+            (Some(_), false) => Err(SessionError::Ambiguous {
                 prefix: id.to_owned(),
-                count: map.keys().filter(|key| key.starts_with(id)).count(),
+                count: map
+                    .keys()
+                    .chain(damaged.keys())
+                    .filter(|key| key.starts_with(id))
+                    .count(),
             }),
             _ => Err(SessionError::NotFound(id.to_owned())),
         }
     }
 
-    /// Sessions, most recently updated first.
+    /// Finds a session by its id or a unique prefix of it. A damaged one is an error that
+    /// names the file and the fix.
+    pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        let id = self.resolve(id)?;
+        if let Some(session) = self.map().get(&id) {
+            return Ok(Arc::clone(session));
+        }
+        match self.damaged_map().get(&id) {
+            Some(damaged) => Err(SessionError::Io {
+                path: damaged.dir.clone(),
+                reason: format!(
+                    "session {id} could not be loaded: {}",
+                    damaged.info.damaged.as_deref().unwrap_or("unknown damage")
+                ),
+            }),
+            None => Err(SessionError::NotFound(id)),
+        }
+    }
+
+    /// Sessions, most recently updated first; damaged ones included, marked as such.
     pub fn list(&self) -> Vec<SessionInfo> {
         let mut list: Vec<SessionInfo> =
             self.map().values().map(|session| session.info()).collect();
+        list.extend(
+            self.damaged_map()
+                .values()
+                .map(|damaged| damaged.info.clone()),
+        );
         list.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
         list
+    }
+
+    /// Sessions that could not be loaded, or were loaded only after a repair, for `doctor`.
+    pub fn problems(&self) -> Vec<SessionProblem> {
+        let mut problems: Vec<SessionProblem> = self
+            .damaged_map()
+            .values()
+            .map(|damaged| SessionProblem {
+                session_id: damaged.info.id.clone(),
+                path: damaged.dir.display().to_string(),
+                problem: damaged.info.damaged.clone().unwrap_or_default(),
+                loaded: false,
+            })
+            .collect();
+        for session in self.map().values() {
+            problems.extend(session.load_notes.iter().map(|note| SessionProblem {
+                session_id: session.id.clone(),
+                path: session.dir.display().to_string(),
+                problem: note.clone(),
+                loaded: true,
+            }));
+        }
+        problems
     }
 
     pub fn len(&self) -> usize {
@@ -752,15 +856,28 @@ impl Sessions {
         Ok(accounting::cost_report(&cache, &profile, session.prices()))
     }
 
+    /// Deletes a session and its files; a damaged one too, which is how it is got rid of.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
-        let session = self.get(id)?;
-        session.stop().await;
-        self.sessions
+        let id = self.resolve(id)?;
+        let damaged = self
+            .damaged
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(&session.id);
-        std::fs::remove_dir_all(&session.dir).map_err(|error| SessionError::Io {
-            path: session.dir.clone(),
+            .remove(&id);
+        let dir = match damaged {
+            Some(damaged) => damaged.dir,
+            None => {
+                let session = self.get(&id)?;
+                session.stop().await;
+                self.sessions
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .remove(&session.id);
+                session.dir.clone()
+            }
+        };
+        std::fs::remove_dir_all(&dir).map_err(|error| SessionError::Io {
+            path: dir.clone(),
             reason: error.to_string(),
         })
     }
@@ -773,13 +890,6 @@ impl Sessions {
     }
 }
 
-fn default_title(workspace: &Path) -> String {
-    workspace
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_else(|| workspace.display().to_string())
-}
-
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
 async fn run_prompts(
@@ -787,14 +897,31 @@ async fn run_prompts(
     shared: Arc<Shared>,
     mut conversation: Conversation,
     mut prompts: mpsc::UnboundedReceiver<Work>,
+    unclosed: Option<OpenTurn>,
 ) {
+    if let Some(open) = unclosed {
+        close_turn_when_possible(&session, &mut conversation, open, &shared.stopping).await;
+    }
     let reads = Arc::new(Mutex::new(ReadLedger::default()));
+    // A prompt whose turn the journal refused to start waits for it, ahead of the queue.
+    let mut retry: Option<(u32, String)> = None;
+    let mut retry_delay = Duration::from_millis(250);
     loop {
-        let prompt = tokio::select! {
-            prompt = prompts.recv() => prompt,
-            () = shared.stopping.cancelled() => None,
+        let prompt = match retry.take() {
+            Some((turn, text)) => tokio::select! {
+                () = tokio::time::sleep(retry_delay) => Some(Work::Prompt { turn, text }),
+                () = shared.stopping.cancelled() => None,
+            },
+            None => tokio::select! {
+                prompt = prompts.recv() => prompt,
+                () = shared.stopping.cancelled() => None,
+            },
         };
         let Some(work) = prompt else { break };
+        let prompt_of = match &work {
+            Work::Prompt { turn, text } => Some((*turn, text.clone())),
+            _ => None,
+        };
         let cancel = shared.stopping.child_token();
         let (profile, cwd) = {
             let mut control = session.control();
@@ -872,14 +999,25 @@ async fn run_prompts(
                 report_error(&session.log, format!("the goal loop stopped: {reason}"))
             }
         };
-        if let Err(error) = outcome {
-            tracing::error!(session = %session.id, %error, "turn could not be journalled");
-        }
         session.control().running = None;
-        session.in_flight.fetch_sub(1, Ordering::SeqCst);
-        if let Err(error) = session.persist_info() {
-            tracing::error!(session = %session.id, %error, "cannot save session metadata");
+        if let Err(error) = outcome {
+            tracing::error!(session = %session.id, %error, "the journal refused an event");
+            retry = recover_from_refused_journal(
+                &session,
+                &mut conversation,
+                prompt_of,
+                &error,
+                &shared.stopping,
+            )
+            .await;
+            if retry.is_some() {
+                retry_delay = (retry_delay * 2).min(JOURNAL_RETRY_MAX);
+                continue;
+            }
         }
+        retry_delay = Duration::from_millis(250);
+        session.in_flight.fetch_sub(1, Ordering::SeqCst);
+        session.persist_info();
     }
 }
 

@@ -25,9 +25,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use serde::{Deserialize, Serialize};
 
-use super::StoreError;
 use super::objects::{ObjectId, ObjectStore};
 use super::restore::PathState;
+use super::{StoreError, create_private_dir, private_temp_file};
 
 /// The bounds that keep a snapshot cheap.
 #[derive(Debug, Clone)]
@@ -424,10 +424,8 @@ impl Baseline {
         };
         let saved = (|| {
             let dir = self.file.parent().unwrap_or(Path::new("."));
-            fs::create_dir_all(dir)?;
-            let mut temp = tempfile::Builder::new()
-                .prefix(".tmp-baseline-")
-                .tempfile_in(dir)?;
+            create_private_dir(dir)?;
+            let mut temp = private_temp_file(dir, ".tmp-baseline-")?;
             serde_json::to_writer(std::io::BufWriter::new(temp.as_file_mut()), &**index)?;
             temp.as_file_mut().flush()?;
             temp.persist(&self.file)?;

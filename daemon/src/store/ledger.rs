@@ -9,15 +9,16 @@
 //! by the same code that replays the file, and only once it has been written.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::objects::ObjectId;
 use super::restore::PathState;
-use super::{StoreError, atomic_write};
+use super::{PRIVATE_FILE_MODE, StoreError, atomic_write, create_private_dir};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -149,11 +150,12 @@ impl Ledger {
     pub fn append(&mut self, record: Record, durability: Durability) -> Result<(), StoreError> {
         let line = encode(&[&record])?;
         if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir).map_err(StoreError::io("create", dir))?;
+            create_private_dir(dir).map_err(StoreError::io("create", dir))?;
         }
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(PRIVATE_FILE_MODE)
             .open(&self.path)
             .map_err(StoreError::io("open", &self.path))?;
         let len = file
@@ -165,11 +167,21 @@ impl Ledger {
             file.set_len(self.intact_len)
                 .map_err(StoreError::io("repair", &self.path))?;
         }
-        file.write_all(&line)
-            .map_err(StoreError::io("append to", &self.path))?;
-        if durability == Durability::Synced {
-            file.sync_data()
-                .map_err(StoreError::io("sync", &self.path))?;
+        if let Err(error) = file.write_all(&line) {
+            // Leave nothing half-written: the next load or append would have to cut it.
+            if let Err(cut) = file.set_len(self.intact_len) {
+                tracing::error!(path = %self.path.display(), %cut, "cannot cut a failed checkpoint record back; the next append does");
+            }
+            return Err(StoreError::io("append to", &self.path)(error));
+        }
+        if durability == Durability::Synced
+            && let Err(error) = file.sync_data()
+        {
+            // Not durable means not recorded: the tool that needed it is refused.
+            if let Err(cut) = file.set_len(self.intact_len) {
+                tracing::error!(path = %self.path.display(), %cut, "cannot cut an unsynced checkpoint record back; the next append does");
+            }
+            return Err(StoreError::io("sync", &self.path)(error));
         }
         self.intact_len += line.len() as u64;
         self.apply(record);
@@ -290,6 +302,8 @@ fn encode(records: &[&Record]) -> Result<Vec<u8>, StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn begin(turn: u32) -> Record {
@@ -343,6 +357,71 @@ mod tests {
             text.contains(r#"{"path":"a.txt","kind":"file","blob":""#),
             "{text}"
         );
+    }
+
+    /// A tmpfs of a few pages, unmounted when dropped; None where mounting is not allowed (not
+    /// root), except under CI, where the test must run.
+    struct TinyDisk {
+        dir: tempfile::TempDir,
+    }
+
+    impl TinyDisk {
+        fn mount() -> Option<Self> {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+                .arg(dir.path())
+                .status()
+                .is_ok_and(|status| status.success());
+            if !mounted {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "cannot mount a tmpfs for the full-disk test"
+                );
+                eprintln!("skipped: cannot mount a tmpfs (not root?)");
+                return None;
+            }
+            Some(Self { dir })
+        }
+    }
+
+    impl Drop for TinyDisk {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+
+    #[test]
+    fn a_full_disk_leaves_no_half_record_and_the_ledger_goes_on_once_space_returns() {
+        let Some(disk) = TinyDisk::mount() else {
+            return;
+        };
+        let path = disk.dir.path().join("checkpoints.jsonl");
+        let mut ledger = Ledger::open(&path).unwrap();
+        ledger.append(begin(1), Durability::Synced).unwrap();
+        let intact = fs::read(&path).unwrap();
+        let filler = disk.dir.path().join("filler");
+        let mut file = File::create(&filler).unwrap();
+        for chunk in [4096, 1] {
+            while file.write_all(&vec![b'x'; chunk]).is_ok() {}
+        }
+        drop(file);
+        let big = Record::Begin {
+            turn: 2,
+            prompt: "x".repeat(16 * 1024),
+            time: "2025-01-01T00:00:00.000Z".to_owned(),
+        };
+
+        let error = ledger.append(big.clone(), Durability::Synced).unwrap_err();
+        assert!(error.to_string().contains("free some space"), "{error}");
+        assert_eq!(fs::read(&path).unwrap(), intact, "nothing half-written");
+        assert_eq!(ledger.live.len(), 1, "memory follows the disk");
+
+        fs::remove_file(&filler).unwrap();
+        ledger.append(big, Durability::Synced).unwrap();
+        assert_eq!(Ledger::open(&path).unwrap().live.len(), 2);
     }
 
     #[test]

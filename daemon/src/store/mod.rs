@@ -10,6 +10,7 @@ mod restore;
 mod shared;
 
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub use baseline::{CommandChanges, NotCheckpointed, Snapshot};
@@ -19,25 +20,44 @@ pub use restore::{NotRestored, PathState};
 pub use shared::SharedStore;
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}: {source}")]
+#[error("cannot write {}: {source}{}", .path.display(), fix_for(.source))]
 pub struct WriteError {
     pub path: PathBuf,
     #[source]
     pub source: std::io::Error,
 }
 
+/// Files under the home are readable by their owner only, directories enterable by them only
+/// (SPEC §3), whatever the umask.
+pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
+pub(crate) const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// Creates `dir` and its missing parents, each private to its owner.
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(PRIVATE_DIR_MODE)
+        .create(dir)
+}
+
+/// A temporary file in `dir`, private to its owner, for a write that ends in a rename.
+pub(crate) fn private_temp_file(dir: &Path, prefix: &str) -> io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+        .tempfile_in(dir)
+}
+
 /// Replaces `path` with `bytes` through a temporary file in the same directory and a rename, so
-/// a crash or a full disk leaves either the old content or the new one, never a torn file.
+/// a crash or a full disk leaves either the old content or the new one, never a torn file. The
+/// new file is readable by its owner only.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let wrap = |source| WriteError {
         path: path.to_owned(),
         source,
     };
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .map_err(wrap)?;
+    let mut temp = private_temp_file(dir, ".tmp-").map_err(wrap)?;
     temp.write_all(bytes).map_err(wrap)?;
     temp.as_file().sync_data().map_err(wrap)?;
     temp.persist(path).map_err(|error| wrap(error.error))?;
@@ -94,7 +114,7 @@ impl StoreError {
 }
 
 /// The remedy for the failures a user can fix, appended to the message.
-fn fix_for(error: &io::Error) -> &'static str {
+pub(crate) fn fix_for(error: &io::Error) -> &'static str {
     match error.kind() {
         io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
             ". The disk (or the quota) is full: free some space and retry"
@@ -122,6 +142,8 @@ mod tests {
         atomic_write(&path, b"new").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, PRIVATE_FILE_MODE);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use super::StoreError;
+use super::{StoreError, create_private_dir, private_temp_file};
 
 /// Files up to this size are hashed in memory before anything is written, so that storing a
 /// duplicate costs no write at all; larger ones are streamed through a temporary file.
@@ -147,7 +147,7 @@ impl ObjectStore {
                 .map_err(StoreError::io("read", source))?;
             return self.put(&bytes);
         }
-        fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
+        create_private_dir(&self.dir).map_err(StoreError::io("create", &self.dir))?;
         let mut temp = temp_file_in(&self.dir)?;
         let mut hasher = Sha256::new();
         copy_hashing(&mut file, &mut hasher, temp.as_file_mut()).map_err(|error| {
@@ -249,7 +249,7 @@ impl ObjectStore {
     /// Creates the fan-out directory an object goes in, and returns it.
     fn fan_out_dir(object: &Path) -> Result<&Path, StoreError> {
         let fan_out = object.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(fan_out).map_err(StoreError::io("create", fan_out))?;
+        create_private_dir(fan_out).map_err(StoreError::io("create", fan_out))?;
         Ok(fan_out)
     }
 
@@ -262,10 +262,7 @@ impl ObjectStore {
 }
 
 fn temp_file_in(dir: &Path) -> Result<tempfile::NamedTempFile, StoreError> {
-    tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(StoreError::io("create a temporary file in", dir))
+    private_temp_file(dir, TEMP_PREFIX).map_err(StoreError::io("create a temporary file in", dir))
 }
 
 fn copy_hashing(source: &mut File, hasher: &mut Sha256, sink: &mut impl Write) -> io::Result<()> {
