@@ -139,3 +139,15 @@ pub fn wait_until_closed(streams: &[UnixStream], within: Duration) -> Result<Vec
         }
     }
 }
+
+/// Whether the daemon still holds `stream` open: nothing closed it and no answer ended it.
+pub fn still_open(stream: &UnixStream) -> bool {
+    use rustix::net::{RecvFlags, recv};
+    let mut first = [0u8; 5];
+    match recv(stream, &mut first, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+        // (bytes read, bytes the message had)
+        Ok((0, _)) => false,
+        Ok((n, _)) => !first[..n].starts_with(b"HTTP/"),
+        Err(error) => error == rustix::io::Errno::AGAIN,
+    }
+}

@@ -167,7 +167,11 @@ const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/
 
 /// Tells a refused connection why, if its socket takes the few bytes at once, and closes it.
 pub fn refuse(stream: UnixStream) {
-    let _ = stream.try_write(REFUSAL);
+    // The std stream writes straight away (still non-blocking) where tokio's would first wait
+    // for the reactor to have seen the new socket writable.
+    if let Ok(stream) = stream.into_std() {
+        let _ = std::io::Write::write(&mut &stream, REFUSAL);
+    }
 }
 
 /// A connection's socket together with its slot, so the slot is held for as long as the socket

@@ -29,6 +29,8 @@ use crate::tools::Registry;
 use lifecycle::{Instance, StartError};
 use rpc::Daemon;
 
+/// How long the accept loop pauses after a failed accept.
+const ACCEPT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// How long open connections get to finish after the drain.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -83,16 +85,17 @@ pub async fn run(
         })?,
         None => bind(&paths)?,
     };
+    let mut limits = limits::Limits::new();
     tracing::info!(
         socket = %paths.socket.display(),
         pid = std::process::id(),
+        max_connections = limits.max_connections(),
         socket_activated = !instance.owns_socket(),
         "cwcoded listening"
     );
 
     let health = ProxyGetRequestLayer::new([(methods::HEALTH_PATH, methods::DAEMON_INFO)])
         .map_err(|error| ServeError::Api(error.to_string()))?;
-    let mut limits = limits::Limits::new();
     let service_builder = Server::builder()
         .set_config(limits.server_config())
         .set_http_middleware(tower::ServiceBuilder::new().layer(health))
@@ -100,10 +103,6 @@ pub async fn run(
     let (stop_handle, server_handle) = stop_channel();
     let own_uid = rustix::process::getuid().as_raw();
     let own_pid = std::process::id();
-    tracing::debug!(
-        max_connections = limits.max_connections(),
-        "connection limits"
-    );
     let mut terminate =
         signal(SignalKind::terminate()).map_err(|error| ServeError::Api(error.to_string()))?;
     let mut interrupt =
@@ -120,9 +119,14 @@ pub async fn run(
             Ok((stream, _)) => stream,
             Err(error) => {
                 tracing::warn!(%error, "accept failed");
+                // Out of descriptors, say: retrying at once would only spin.
+                tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
                 continue;
             }
         };
+        if !same_user(&stream, own_uid) {
+            continue;
+        }
         let Some(admitted) = limits.admit() else {
             limits::refuse(stream);
             continue;
@@ -132,8 +136,8 @@ pub async fn run(
             .build(methods.clone(), stop_handle.clone());
         let stopped = stop_handle.clone().shutdown();
         tokio::spawn(async move {
-            // Checked in the connection's own task so a slow check never holds up the accepts.
-            if !same_user(&stream, own_uid) || !not_a_tool_process(&stream, own_pid) {
+            // Walked in the connection's own task so a slow walk never holds up the accepts.
+            if !not_a_tool_process(&stream, own_pid) {
                 return;
             }
             if let Err(error) = limits::serve(stream, admitted, service, stopped).await {
