@@ -4,6 +4,7 @@
 
 pub mod economy;
 pub mod fake_provider;
+pub mod hostile;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,9 +1,12 @@
 //! Transport (SPEC §4): JSON-RPC 2.0 over HTTP and WebSocket on a Unix socket, served by
 //! jsonrpsee on each accepted stream. The socket is 0600 and every connection's peer uid must be
-//! the daemon's own, checked before a byte of the request is read.
+//! the daemon's own, and its peer process must not descend from the daemon (`peer`), checked
+//! before a byte of the request is read. `limits` keeps any client from locking the others out.
 
 pub mod activation;
 pub mod lifecycle;
+mod limits;
+mod peer;
 pub mod rpc;
 
 use std::os::unix::fs::PermissionsExt;
@@ -13,7 +16,7 @@ use std::time::Instant;
 use cwcode_protocol::methods;
 use cwcode_protocol::paths::Paths;
 use jsonrpsee::server::middleware::http::ProxyGetRequestLayer;
-use jsonrpsee::server::{Server, serve_with_graceful_shutdown, stop_channel};
+use jsonrpsee::server::{Server, stop_channel};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +29,8 @@ use crate::tools::Registry;
 use lifecycle::{Instance, StartError};
 use rpc::Daemon;
 
+/// How long the accept loop pauses after a failed accept.
+const ACCEPT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// How long open connections get to finish after the drain.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -81,9 +86,11 @@ pub async fn run(
         })?,
         None => bind(&paths)?,
     };
+    let mut limits = limits::Limits::new();
     tracing::info!(
         socket = %paths.socket.display(),
         pid = std::process::id(),
+        max_connections = limits.max_connections(),
         socket_activated = !instance.owns_socket(),
         "cwcoded listening"
     );
@@ -91,10 +98,12 @@ pub async fn run(
     let health = ProxyGetRequestLayer::new([(methods::HEALTH_PATH, methods::DAEMON_INFO)])
         .map_err(|error| ServeError::Api(error.to_string()))?;
     let service_builder = Server::builder()
+        .set_config(limits.server_config())
         .set_http_middleware(tower::ServiceBuilder::new().layer(health))
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
     let own_uid = rustix::process::getuid().as_raw();
+    let own_pid = std::process::id();
     let mut terminate =
         signal(SignalKind::terminate()).map_err(|error| ServeError::Api(error.to_string()))?;
     let mut interrupt =
@@ -111,18 +120,28 @@ pub async fn run(
             Ok((stream, _)) => stream,
             Err(error) => {
                 tracing::warn!(%error, "accept failed");
+                // Out of descriptors, say: retrying at once would only spin.
+                tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
                 continue;
             }
         };
         if !same_user(&stream, own_uid) {
             continue;
         }
+        let Some(admitted) = limits.admit() else {
+            limits::refuse(stream);
+            continue;
+        };
         let service = service_builder
             .clone()
             .build(methods.clone(), stop_handle.clone());
         let stopped = stop_handle.clone().shutdown();
         tokio::spawn(async move {
-            if let Err(error) = serve_with_graceful_shutdown(stream, service, stopped).await {
+            // Walked in the connection's own task so a slow walk never holds up the accepts.
+            if !not_a_tool_process(&stream, own_pid) {
+                return;
+            }
+            if let Err(error) = limits::serve(stream, admitted, service, stopped).await {
                 tracing::debug!(%error, "connection ended");
             }
         });
@@ -182,6 +201,29 @@ fn bind(paths: &Paths) -> Result<UnixListener, ServeError> {
     std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
         .map_err(bind_error)?;
     Ok(listener)
+}
+
+/// Closes connections from processes the daemon started (tools and their children) before
+/// reading anything from them: tools must never drive the API.
+fn not_a_tool_process(stream: &UnixStream, own_pid: u32) -> bool {
+    match peer::classify(stream, own_pid) {
+        peer::Peer::Client => true,
+        peer::Peer::Descendant => {
+            let pid = stream
+                .peer_cred()
+                .ok()
+                .and_then(|credentials| credentials.pid());
+            tracing::warn!(
+                pid,
+                "refused a connection from a process the daemon started (a tool may not use the API)"
+            );
+            false
+        }
+        peer::Peer::Unknown(reason) => {
+            tracing::warn!(%reason, "refused a connection whose peer process cannot be checked");
+            false
+        }
+    }
 }
 
 /// Closes connections from any other user before reading anything from them.
