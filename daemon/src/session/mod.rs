@@ -6,6 +6,7 @@ pub mod bus;
 pub mod goal_loop;
 pub mod history;
 pub mod journal;
+pub mod replay;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
