@@ -95,6 +95,9 @@ pub struct ConnectOptions {
     pub autostart: bool,
     /// The daemon binary to start; by default `cwcoded` next to the running program, else on PATH.
     pub daemon_program: Option<PathBuf>,
+    /// Events a subscription holds for a consumer that has not taken them yet; past it the
+    /// stream resubscribes from its last event (nothing is lost, the replay comes from disk).
+    pub subscription_buffer: usize,
 }
 
 impl ConnectOptions {
@@ -103,6 +106,7 @@ impl ConnectOptions {
             paths,
             autostart: true,
             daemon_program: None,
+            subscription_buffer: SUBSCRIPTION_BUFFER,
         }
     }
 }
@@ -134,7 +138,7 @@ impl Client {
     pub async fn connect(options: &ConnectOptions) -> Result<Self, ClientError> {
         let socket = &options.paths.socket;
         match UnixStream::connect(socket).await {
-            Ok(stream) => Self::handshake(stream).await,
+            Ok(stream) => Self::handshake(stream, options).await,
             Err(error) if options.autostart && daemon_absent(&error) => {
                 start_daemon(options).await?;
                 let stream =
@@ -144,7 +148,7 @@ impl Client {
                             socket: socket.clone(),
                             source,
                         })?;
-                Self::handshake(stream).await
+                Self::handshake(stream, options).await
             }
             Err(source) => Err(ClientError::Connect {
                 socket: socket.clone(),
@@ -153,7 +157,7 @@ impl Client {
         }
     }
 
-    async fn handshake(stream: UnixStream) -> Result<Self, ClientError> {
+    async fn handshake(stream: UnixStream, options: &ConnectOptions) -> Result<Self, ClientError> {
         let url =
             Url::parse("ws://localhost/").map_err(|e| ClientError::Handshake(e.to_string()))?;
         let (sender, receiver) = WsTransportClientBuilder::default()
@@ -162,7 +166,7 @@ impl Client {
             .map_err(|error| ClientError::Handshake(error.to_string()))?;
         let rpc = ClientBuilder::default()
             .request_timeout(Duration::from_secs(600))
-            .max_buffer_capacity_per_subscription(SUBSCRIPTION_BUFFER)
+            .max_buffer_capacity_per_subscription(options.subscription_buffer.max(1))
             .build_with_tokio(sender, receiver);
         Ok(Self { rpc: Arc::new(rpc) })
     }
@@ -406,11 +410,7 @@ impl EventStream {
             let item = match self.inner.next().await {
                 Some(item) => item,
                 // This client's own buffer overflowed: the connection is fine, resume.
-                None if matches!(
-                    self.inner.close_reason(),
-                    Some(SubscriptionCloseReason::Lagged)
-                ) =>
-                {
+                None if self.lagged() => {
                     if let Err(error) = self.resume(self.last_seq).await {
                         return Some(Err(error));
                     }
@@ -436,6 +436,13 @@ impl EventStream {
                 EventKind::SubscriptionEnded { .. } => return Some(Ok(event)),
                 // Already delivered before a resume.
                 _ if self.last_seq.is_some_and(|last| event.seq <= last) => {}
+                // After an overflow the transport still passes on what fits, past a hole: resume
+                // at the hole. (The daemon's `seq`s go up by one.)
+                _ if self.lagged() && self.last_seq.is_some_and(|last| event.seq != last + 1) => {
+                    if let Err(error) = self.resume(self.last_seq).await {
+                        return Some(Err(error));
+                    }
+                }
                 _ => {
                     self.last_seq = Some(event.seq);
                     return Some(Ok(event));
@@ -447,6 +454,14 @@ impl EventStream {
     /// How many times the stream resubscribed after the daemon or this client's buffer dropped it.
     pub fn resumed(&self) -> u64 {
         self.resumed
+    }
+
+    /// This client's buffer for the subscription overflowed: something was dropped.
+    fn lagged(&self) -> bool {
+        matches!(
+            self.inner.close_reason(),
+            Some(SubscriptionCloseReason::Lagged)
+        )
     }
 
     async fn resume(&mut self, since: Option<u64>) -> Result<(), ClientError> {

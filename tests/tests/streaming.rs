@@ -8,9 +8,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cwcode_protocol::{Client, Event, EventKind};
+use cwcode_protocol::{Client, ConnectOptions, Event, EventKind};
+use cwcode_tests::Home;
 use cwcode_tests::fake_provider::{FakeProvider, Frame, Reply, last_tool_result, text, tool_calls};
-use cwcode_tests::{Home, events_until_turn_end};
 use serde_json::{Value, json};
 
 /// The daemon's resident memory, in bytes.
@@ -137,60 +137,105 @@ async fn a_200_mb_tool_output_leaves_a_small_journal_and_flat_memory() {
     );
 }
 
+fn send_wait(home: &Home, id: &str, prompt: &str) -> tokio::task::JoinHandle<std::process::Output> {
+    let mut command = home.command("cwcode-cli");
+    command
+        .args(["send", id, prompt, "--wait"])
+        .stdin(std::process::Stdio::null());
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+}
+
+fn assert_succeeded(output: &std::process::Output) {
+    assert!(
+        output.status.success(),
+        "send --wait failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Twenty followers of two bursts: 88,000 five-character chunks of one answer (coalesced into a
+/// few hundred events), then 10,000 alternating reasoning and text chunks that cannot be
+/// coalesced, more than the daemon lets a subscriber fall behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_followers_of_an_88k_delta_burst_see_every_event_once() {
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
     let _daemon = home.start_daemon();
     let id = home.new_session("code");
-    // 88,000 five-character SSE chunks, as a fast model streams them.
     let answer = "abcd ".repeat(88_000);
     provider.reply(text(&answer));
+    provider.reply(interleaved_thoughts(5000));
 
     let mut followers = Vec::new();
-    for _ in 0..20 {
-        let client = home.client().await;
+    for follower in 0..20 {
+        // Two followers take their time over a small buffer: they are dropped and must resume.
+        let slow = follower < 2;
+        let mut options = ConnectOptions::new(home.paths.clone());
+        options.autostart = false;
+        if slow {
+            options.subscription_buffer = 64;
+        }
+        let client = Client::connect(&options).await.unwrap();
         let mut stream = client.subscribe(&id, Some(0)).await.unwrap();
         followers.push(tokio::spawn(async move {
-            let events = events_until_turn_end(&mut stream, 1).await;
+            let mut events = Vec::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+            loop {
+                let event = tokio::time::timeout_at(deadline, stream.next())
+                    .await
+                    .expect("the turns did not end in time")
+                    .expect("stream closed")
+                    .unwrap();
+                if slow && event.seq % 2000 == 0 {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                let done = matches!(event.kind, EventKind::TurnFinished { turn: 2, .. });
+                events.push(event);
+                if done {
+                    break;
+                }
+            }
             drop(client);
-            events
+            (slow, events, stream.resumed())
         }));
     }
-    let sender = {
-        let home_dir = home.paths.home.clone();
-        let id = id.clone();
-        let cli = cwcode_tests::bin("cwcode-cli");
-        tokio::task::spawn_blocking(move || {
-            std::process::Command::new(cli)
-                .env("CWCODE_HOME", home_dir)
-                .env_remove("CWCODE_SOCKET")
-                .args(["send", &id, "stream a lot", "--wait"])
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap()
-        })
-    };
-    let sent = sender.await.unwrap();
-    assert!(
-        sent.status.success(),
-        "send --wait failed: {}\n{}",
-        sent.status,
-        String::from_utf8_lossy(&sent.stderr)
-    );
+    let first = send_wait(&home, &id, "stream a lot").await.unwrap();
+    assert_succeeded(&first);
     assert_eq!(
-        String::from_utf8(sent.stdout).unwrap().trim_end(),
+        String::from_utf8(first.stdout).unwrap().trim_end(),
         answer.trim_end()
     );
+    let first_turn_events = home.journal(&id).len();
+    let second = send_wait(&home, &id, "think aloud").await.unwrap();
+    assert_succeeded(&second);
 
-    let journal: Vec<u64> = home.journal(&id).iter().map(|event| event.seq).collect();
+    let journal = home.journal(&id);
+    let deltas = journal[..first_turn_events]
+        .iter()
+        .filter(|event| matches!(event.kind, EventKind::AssistantDelta { .. }))
+        .count();
+    assert!(
+        deltas < 1000,
+        "{deltas} delta events for 88,000 chunks: not coalesced"
+    );
+    assert!(journal.len() - first_turn_events > 10_000);
+    let journal: Vec<u64> = journal.iter().map(|event| event.seq).collect();
     for follower in followers {
-        let events: Vec<Event> = follower.await.unwrap();
+        let (slow, events, resumed) = follower.await.unwrap();
+        if slow {
+            assert!(resumed > 0, "a slow follower was never dropped");
+        }
         let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
         assert_eq!(
             seqs,
             journal[..seqs.len()],
             "a follower missed or repeated events"
+        );
+        assert_eq!(
+            seqs.len(),
+            journal.len() - 1,
+            "all but the last status event"
         );
         let streamed: String = events
             .iter()
@@ -199,17 +244,8 @@ async fn twenty_followers_of_an_88k_delta_burst_see_every_event_once() {
                 _ => None,
             })
             .collect();
-        assert_eq!(streamed, answer);
+        assert_eq!(streamed, answer.clone() + &"c".repeat(5000));
     }
-    let deltas = home
-        .journal(&id)
-        .iter()
-        .filter(|event| matches!(event.kind, EventKind::AssistantDelta { .. }))
-        .count();
-    assert!(
-        deltas < 1000,
-        "{deltas} delta events for 88,000 chunks: not coalesced"
-    );
 }
 
 fn frame(delta: Value, finish_reason: Option<&str>) -> Frame {
