@@ -129,6 +129,11 @@ async fn a_200_mb_tool_output_leaves_a_small_journal_and_flat_memory() {
         assert_eq!(seqs, (1..=last_seq).collect::<Vec<_>>());
     }
     let rss_after = rss_bytes(daemon.pid());
+    println!(
+        "journal grew by {grown} bytes for {total_bytes} bytes of output; daemon RSS {:.1} MiB before, {:.1} MiB after the turn and ten replays",
+        rss_before as f64 / MB as f64,
+        rss_after as f64 / MB as f64
+    );
     assert!(
         rss_after < rss_before + 50 * MB,
         "daemon RSS went from {} to {} MiB",
