@@ -7,7 +7,8 @@ use crate::types::{
     ApprovalDecision, Mode, RequestStats, RewindResult, SessionStatus, TodoItem, ToolCall, Usage,
 };
 
-/// One entry of a session's journal. `seq` is monotonic per session and starts at 1.
+/// One entry of a session's journal. `seq` starts at 1 and goes up by one with each event of
+/// the session (a `subscription_ended` marker, which is not journalled, has `seq` 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
     pub seq: u64,
