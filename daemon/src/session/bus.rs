@@ -24,10 +24,11 @@ use super::journal::{Journal, JournalError};
 /// How many events a subscriber may fall behind before it is dropped (it is told so, and the
 /// official clients resume from their last `seq`); the session never waits for a slow client.
 ///
-/// What this buffer can hold is bounded by the events' sizes: a coalesced delta is under
-/// [`COALESCE_BYTES`] plus one provider chunk or one tool read (tool output past its head and tail
-/// is not streamed at all, see `agent::tool_output`), and the other events are bounded by the
-/// tools' result limits. A value leaves the buffer once every subscriber has read it.
+/// What this buffer can hold is bounded by the events' sizes: a journalled delta is under twice
+/// [`COALESCE_BYTES`] (8192 of them: under 64 MiB, shared by all subscribers), tool output past
+/// its head and tail is not streamed at all (see `agent::tool_output`), and tool results are
+/// bounded by the tools' limits; an `assistant_message` is as long as the model's answer. A value
+/// leaves the buffer once every subscriber has read it.
 const SUBSCRIBER_LAG_LIMIT: usize = 8192;
 
 /// Coalesced text is journalled once this much has gathered.
@@ -115,14 +116,16 @@ impl EventLog {
         }
         let mut state = self.inner.state();
         state.take_deferred_error()?;
-        if let Some(unmerged) = merge(&mut state.pending, kind) {
-            state.flush(&self.inner.live)?;
-            state.pending = Some(unmerged);
+        for piece in pieces(kind) {
+            if let Some(unmerged) = merge(&mut state.pending, piece) {
+                state.flush(&self.inner.live)?;
+                state.pending = Some(unmerged);
+            }
+            if state.pending.as_ref().map_or(0, delta_len) >= COALESCE_BYTES {
+                state.flush(&self.inner.live)?;
+            }
         }
-        if state.pending.as_ref().map_or(0, delta_len) >= COALESCE_BYTES {
-            return state.flush(&self.inner.live);
-        }
-        if state.timer_armed {
+        if state.pending.is_none() || state.timer_armed {
             return Ok(());
         }
         match tokio::runtime::Handle::try_current() {
@@ -249,6 +252,40 @@ fn delta_len(kind: &EventKind) -> usize {
     }
 }
 
+/// A delta cut into pieces of at most [`COALESCE_BYTES`] (on character boundaries), so that no
+/// journalled delta exceeds twice that, whatever one provider chunk or tool read held.
+fn pieces(kind: EventKind) -> Vec<EventKind> {
+    if delta_len(&kind) <= COALESCE_BYTES {
+        return vec![kind];
+    }
+    let with_text = |text: &str| match &kind {
+        EventKind::AssistantDelta { .. } => EventKind::AssistantDelta { text: text.into() },
+        EventKind::ReasoningDelta { .. } => EventKind::ReasoningDelta { text: text.into() },
+        EventKind::ToolOutputDelta { call_id, .. } => EventKind::ToolOutputDelta {
+            call_id: call_id.clone(),
+            text: text.into(),
+        },
+        other => other.clone(),
+    };
+    let (EventKind::AssistantDelta { text }
+    | EventKind::ReasoningDelta { text }
+    | EventKind::ToolOutputDelta { text, .. }) = &kind
+    else {
+        return vec![kind];
+    };
+    let mut pieces = Vec::new();
+    let mut rest = text.as_str();
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(COALESCE_BYTES);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        pieces.push(with_text(&rest[..cut]));
+        rest = &rest[cut..];
+    }
+    pieces
+}
+
 /// Appends `kind`'s text to `pending` when both are the same stream; else hands `kind` back.
 fn merge(pending: &mut Option<EventKind>, kind: EventKind) -> Option<EventKind> {
     match (pending, kind) {
@@ -363,6 +400,24 @@ mod tests {
             };
             assert!(text.len() < COALESCE_BYTES + chunk.len());
         }
+    }
+
+    #[test]
+    fn one_huge_chunk_is_journalled_in_bounded_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        let huge = "é".repeat(100_000);
+        log.publish_delta(delta(&huge)).unwrap();
+        let events = log.read_all().unwrap();
+        let mut joined = String::new();
+        for event in &events {
+            let EventKind::AssistantDelta { text } = &event.kind else {
+                panic!("{event:?}");
+            };
+            assert!(text.len() <= COALESCE_BYTES, "{}", text.len());
+            joined.push_str(text);
+        }
+        assert_eq!(joined, huge);
     }
 
     #[tokio::test]
