@@ -618,7 +618,8 @@ async fn send_and_wait(
                 TurnOutcome::StormBroken => ExitCode::from(6),
             });
         }
-        if let EventKind::SubscriptionEnded { reason } = &event.kind {
+        // A stream dropped for lag resumes by itself; one that ends here cannot be resumed.
+        if let EventKind::SubscriptionEnded { reason, .. } = &event.kind {
             bail!("the daemon ended the event stream: {reason}");
         }
     }
@@ -643,7 +644,7 @@ async fn events(
     while let Some(event) = stream.next().await {
         let event = event?;
         renderer.event(&event)?;
-        if let EventKind::SubscriptionEnded { reason } = &event.kind {
+        if let EventKind::SubscriptionEnded { reason, .. } = &event.kind {
             bail!("the daemon ended the event stream: {reason}");
         }
         if !follow && event.seq >= session.last_seq {

@@ -139,7 +139,10 @@ impl Renderer {
                 }
                 line
             }
-            EventKind::SubscriptionEnded { reason } => format!("· stream ended: {reason}"),
+            EventKind::SubscriptionEnded { reason, .. } => format!("· stream ended: {reason}"),
+            EventKind::ToolOutputSpilled {
+                path, total_bytes, ..
+            } => format!("· the whole output ({total_bytes} bytes) is in {path}"),
             EventKind::StreamRestarted { reason } => {
                 format!(
                     "· the provider connection broke ({reason}); retrying from the start of the answer"

@@ -326,14 +326,11 @@ impl Backend {
                 self.reply(Reply::Notice(format!("skipped an event: {error}")));
             }
             Some(Ok(event)) => {
-                if let EventKind::SubscriptionEnded { reason } = &event.kind {
-                    // `seq` is the last event this subscription delivered: resume right after.
+                // The stream resumes by itself after a drop for lag: one that ends here is over
+                // (the session was deleted).
+                if let EventKind::SubscriptionEnded { reason, .. } = &event.kind {
                     subscription.stream = None;
-                    let session_id = subscription.session_id.clone();
-                    self.reply(Reply::Notice(format!(
-                        "the event stream was dropped ({reason}); resumed without losing events"
-                    )));
-                    self.resubscribe(session_id, event.seq);
+                    self.reply(Reply::Notice(format!("the event stream ended: {reason}")));
                     return;
                 }
                 subscription.last_seq = event.seq;

@@ -4,18 +4,21 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonrpsee::async_client::{Client as RpcClient, ClientBuilder};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
-use jsonrpsee::core::client::{ClientT, Error as RpcError, Subscription, SubscriptionClientT};
+use jsonrpsee::core::client::{
+    ClientT, Error as RpcError, Subscription, SubscriptionClientT, SubscriptionCloseReason,
+};
 use jsonrpsee::core::traits::ToRpcParams;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use tokio::net::UnixStream;
 
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::methods;
 use crate::paths::Paths;
 use crate::types::*;
@@ -92,6 +95,9 @@ pub struct ConnectOptions {
     pub autostart: bool,
     /// The daemon binary to start; by default `cwcoded` next to the running program, else on PATH.
     pub daemon_program: Option<PathBuf>,
+    /// Events a subscription holds for a consumer that has not taken them yet; past it the
+    /// stream resubscribes from its last event (nothing is lost, the replay comes from disk).
+    pub subscription_buffer: usize,
 }
 
 impl ConnectOptions {
@@ -100,6 +106,7 @@ impl ConnectOptions {
             paths,
             autostart: true,
             daemon_program: None,
+            subscription_buffer: SUBSCRIPTION_BUFFER,
         }
     }
 }
@@ -122,7 +129,8 @@ impl ToRpcParams for Prepared {
 }
 
 pub struct Client {
-    rpc: RpcClient,
+    /// Shared with the event streams, which resubscribe through it.
+    rpc: Arc<RpcClient>,
 }
 
 impl Client {
@@ -130,7 +138,7 @@ impl Client {
     pub async fn connect(options: &ConnectOptions) -> Result<Self, ClientError> {
         let socket = &options.paths.socket;
         match UnixStream::connect(socket).await {
-            Ok(stream) => Self::handshake(stream).await,
+            Ok(stream) => Self::handshake(stream, options).await,
             Err(error) if options.autostart && daemon_absent(&error) => {
                 start_daemon(options).await?;
                 let stream =
@@ -140,7 +148,7 @@ impl Client {
                             socket: socket.clone(),
                             source,
                         })?;
-                Self::handshake(stream).await
+                Self::handshake(stream, options).await
             }
             Err(source) => Err(ClientError::Connect {
                 socket: socket.clone(),
@@ -149,7 +157,7 @@ impl Client {
         }
     }
 
-    async fn handshake(stream: UnixStream) -> Result<Self, ClientError> {
+    async fn handshake(stream: UnixStream, options: &ConnectOptions) -> Result<Self, ClientError> {
         let url =
             Url::parse("ws://localhost/").map_err(|e| ClientError::Handshake(e.to_string()))?;
         let (sender, receiver) = WsTransportClientBuilder::default()
@@ -158,9 +166,9 @@ impl Client {
             .map_err(|error| ClientError::Handshake(error.to_string()))?;
         let rpc = ClientBuilder::default()
             .request_timeout(Duration::from_secs(600))
-            .max_buffer_capacity_per_subscription(SUBSCRIPTION_BUFFER)
+            .max_buffer_capacity_per_subscription(options.subscription_buffer.max(1))
             .build_with_tokio(sender, receiver);
-        Ok(Self { rpc })
+        Ok(Self { rpc: Arc::new(rpc) })
     }
 
     async fn call<P: Serialize, R: DeserializeOwned>(
@@ -340,26 +348,41 @@ impl Client {
     }
 
     /// Subscribes to a session's events. With `since: Some(seq)` the journal is replayed from
-    /// after `seq` first; the live stream follows with no gap and no duplicate.
+    /// after `seq` first; the live stream follows with no gap and no duplicate. When the daemon
+    /// drops the subscription because this client fell behind, the stream resubscribes from the
+    /// last event it delivered by itself: the caller sees every event once, in order.
     pub async fn subscribe(
         &self,
         session_id: &str,
         since: Option<u64>,
     ) -> Result<EventStream, ClientError> {
-        let params = SubscribeParams {
+        let inner = open_subscription(&self.rpc, session_id, since).await?;
+        Ok(EventStream {
+            rpc: Arc::clone(&self.rpc),
             session_id: session_id.to_owned(),
-            since,
-        };
-        let inner = self
-            .rpc
-            .subscribe(
-                methods::SESSION_SUBSCRIBE,
-                Prepared::new(&params)?,
-                methods::SESSION_UNSUBSCRIBE,
-            )
-            .await?;
-        Ok(EventStream { inner })
+            last_seq: since,
+            inner,
+            resumed: 0,
+        })
     }
+}
+
+async fn open_subscription(
+    rpc: &RpcClient,
+    session_id: &str,
+    since: Option<u64>,
+) -> Result<Subscription<Event>, ClientError> {
+    let params = SubscribeParams {
+        session_id: session_id.to_owned(),
+        since,
+    };
+    Ok(rpc
+        .subscribe(
+            methods::SESSION_SUBSCRIBE,
+            Prepared::new(&params)?,
+            methods::SESSION_UNSUBSCRIBE,
+        )
+        .await?)
 }
 
 fn session_ref(session_id: &str) -> SessionRef {
@@ -370,14 +393,81 @@ fn session_ref(session_id: &str) -> SessionRef {
 
 /// A live stream of one session's events.
 pub struct EventStream {
+    rpc: Arc<RpcClient>,
+    session_id: String,
+    /// The last event delivered (or the `since` subscribed with): where a resume starts.
+    last_seq: Option<u64>,
     inner: Subscription<Event>,
+    resumed: u64,
 }
 
 impl EventStream {
-    /// The next event; `None` when the connection to the daemon closed.
+    /// The next event; `None` when the connection to the daemon closed. A
+    /// `subscription_ended` is passed on only when the stream cannot be resumed (the session was
+    /// deleted, its journal unreadable).
     pub async fn next(&mut self) -> Option<Result<Event, ClientError>> {
-        let item = self.inner.next().await?;
-        Some(item.map_err(|error| ClientError::Decode(error.to_string())))
+        loop {
+            let item = match self.inner.next().await {
+                Some(item) => item,
+                // This client's own buffer overflowed: the connection is fine, resume.
+                None if self.lagged() => {
+                    if let Err(error) = self.resume(self.last_seq).await {
+                        return Some(Err(error));
+                    }
+                    continue;
+                }
+                None => return None,
+            };
+            let event = match item {
+                Ok(event) => event,
+                Err(error) => return Some(Err(ClientError::Decode(error.to_string()))),
+            };
+            match &event.kind {
+                EventKind::SubscriptionEnded {
+                    last_seq,
+                    resumable: true,
+                    ..
+                } => {
+                    let since = self.last_seq.unwrap_or(*last_seq);
+                    if let Err(error) = self.resume(Some(since)).await {
+                        return Some(Err(error));
+                    }
+                }
+                EventKind::SubscriptionEnded { .. } => return Some(Ok(event)),
+                // Already delivered before a resume.
+                _ if self.last_seq.is_some_and(|last| event.seq <= last) => {}
+                // After an overflow the transport still passes on what fits, past a hole: resume
+                // at the hole. (The daemon's `seq`s go up by one.)
+                _ if self.lagged() && self.last_seq.is_some_and(|last| event.seq != last + 1) => {
+                    if let Err(error) = self.resume(self.last_seq).await {
+                        return Some(Err(error));
+                    }
+                }
+                _ => {
+                    self.last_seq = Some(event.seq);
+                    return Some(Ok(event));
+                }
+            }
+        }
+    }
+
+    /// How many times the stream resubscribed after the daemon or this client's buffer dropped it.
+    pub fn resumed(&self) -> u64 {
+        self.resumed
+    }
+
+    /// This client's buffer for the subscription overflowed: something was dropped.
+    fn lagged(&self) -> bool {
+        matches!(
+            self.inner.close_reason(),
+            Some(SubscriptionCloseReason::Lagged)
+        )
+    }
+
+    async fn resume(&mut self, since: Option<u64>) -> Result<(), ClientError> {
+        self.inner = open_subscription(&self.rpc, &self.session_id, since).await?;
+        self.resumed += 1;
+        Ok(())
     }
 }
 

@@ -7,7 +7,8 @@ use crate::types::{
     ApprovalDecision, Mode, RequestStats, RewindResult, SessionStatus, TodoItem, ToolCall, Usage,
 };
 
-/// One entry of a session's journal. `seq` is monotonic per session and starts at 1.
+/// One entry of a session's journal. `seq` starts at 1 and goes up by one with each event of
+/// the session (a `subscription_ended` marker, which is not journalled, has `seq` 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
     pub seq: u64,
@@ -113,6 +114,17 @@ pub enum EventKind {
         call_id: String,
         text: String,
     },
+    /// The call's output was longer than the head and tail streamed as `tool_output_delta`s:
+    /// the whole of it (up to `spilledBytes`) is in the file at `path`, mode 0600.
+    #[serde(rename_all = "camelCase")]
+    ToolOutputSpilled {
+        call_id: String,
+        path: String,
+        /// Every byte the call printed.
+        total_bytes: u64,
+        /// The bytes kept in the file: the file is capped, the rest is counted, not kept.
+        spilled_bytes: u64,
+    },
     #[serde(rename_all = "camelCase")]
     ToolCallFinished {
         call_id: String,
@@ -191,10 +203,18 @@ pub enum EventKind {
     Error {
         message: String,
     },
-    /// Sent only to one subscriber, never journalled: its subscription ends here. `seq` is the
-    /// last event it was sent, so it can resubscribe with `since: seq` and miss nothing.
+    /// Sent only to one subscriber, never journalled: its subscription ends here. Its `seq` is
+    /// 0, never a journalled event's. `lastSeq` is the last event this subscription was sent:
+    /// when `resumable` (the client was too slow, the session goes on) resubscribing with
+    /// `since: lastSeq` misses nothing and repeats nothing; otherwise (the session was deleted)
+    /// there is nothing to resume.
+    #[serde(rename_all = "camelCase")]
     SubscriptionEnded {
         reason: String,
+        #[serde(default)]
+        last_seq: u64,
+        #[serde(default)]
+        resumable: bool,
     },
     /// An event kind this build does not know (sent by a newer daemon); safe to skip.
     #[serde(other)]

@@ -5,6 +5,7 @@
 pub mod approvals;
 pub mod prompt;
 pub mod storm;
+pub mod tool_output;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use crate::tools::{Registry, ToolContext};
 
 use approvals::{Answer, Approvals};
 use storm::StormBreaker;
+use tool_output::ToolOutputRecorder;
 
 /// Told to the model when the session enters plan mode. It is appended as a message, never put
 /// into the system prompt, so the prompt's bytes stay the same (SPEC §6).
@@ -382,7 +384,8 @@ async fn converse(
                 }
                 StreamEvent::Restart { reason, .. } => EventKind::StreamRestarted { reason },
             };
-            if let Err(error) = env.log.publish(kind) {
+            // Deltas are coalesced; a restart flushes the text before it first.
+            if let Err(error) = env.log.publish_delta(kind) {
                 journal_error.get_or_insert(error);
             }
         };
@@ -626,18 +629,9 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
     } else {
         None
     };
-    let log = Arc::clone(&env.log);
-    let call_id = call.id.clone();
+    let recorder = ToolOutputRecorder::new(Arc::clone(&env.log), &call.id);
     let context = ToolContext {
-        output: Arc::new(move |text: &str| {
-            let delta = EventKind::ToolOutputDelta {
-                call_id: call_id.clone(),
-                text: text.to_owned(),
-            };
-            if let Err(error) = log.publish(delta) {
-                tracing::error!(%error, "cannot journal tool output");
-            }
-        }),
+        output: recorder.sink(),
         ..env.tools.clone()
     };
     let result = match env
@@ -648,6 +642,7 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
         Ok(output) => (output, false),
         Err(error) => (error.message, true),
     };
+    recorder.finish()?;
     // Also after a failure or a timeout: the command may have changed files before it stopped.
     if let (Some(snapshot), Some(store)) = (snapshot, &env.checkpoints)
         && let Err(error) = store.after_command(snapshot).await

@@ -2,7 +2,7 @@
 //! maps errors to typed application codes.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cwcode_protocol::{
     ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, DoctorReport, ErrorCode,
@@ -10,13 +10,17 @@ use cwcode_protocol::{
     SetKeyParams, SetModeParams, SetProfileParams, SubscribeParams, methods,
 };
 use jsonrpsee::core::SubscriptionResult;
+use jsonrpsee::core::server::SendTimeoutError;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionSink};
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use serde_json::value::RawValue;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use crate::session::bus::Replay;
+use crate::session::replay::ReplayReader;
 use crate::session::{SessionError, Sessions, Shared};
 
 /// The state every method sees.
@@ -273,9 +277,11 @@ fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorRepo
     }
 }
 
-/// Streams a session's events: the journal after `since`, then live ones. The subscription is
-/// registered before it is accepted, so a client that subscribes and then sends a prompt sees
-/// every event of that prompt's turn.
+/// Streams a session's events: the journal after `since`, read from disk in bounded batches,
+/// then live ones. The subscription is registered before it is accepted, so a client that
+/// subscribes and then sends a prompt sees every event of that prompt's turn. A client that does
+/// not take an event within [`SEND_DEADLINE`], or falls too far behind the live stream, is
+/// dropped with a `subscription_ended` saying where to resume; the session never waits for it.
 async fn subscribe(
     params: Params<'static>,
     pending: PendingSubscriptionSink,
@@ -300,10 +306,18 @@ async fn subscribe(
         }
     };
     let sink = pending.accept().await?;
-    let mut last_seq = params.since.unwrap_or(0);
-    for event in &subscription.replay {
-        send(&sink, event).await?;
-        last_seq = event.seq;
+    // A live-only subscription starts at the journal's end: a resume from there misses nothing.
+    let mut last_seq = params.since.unwrap_or(subscription.until);
+    if let Some(replay) = subscription.replay {
+        match stream_replay(&sink, replay, &mut last_seq).await {
+            Ok(Delivery::Sent) => {}
+            Ok(Delivery::Stopped) => return Ok(()),
+            Ok(Delivery::TooSlow) => return end_too_slow(&sink, last_seq).await,
+            Err(error) => {
+                let reason = format!("the session's journal could not be read: {error}");
+                return end(&sink, last_seq, reason, false).await;
+            }
+        }
     }
     let mut live = subscription.live;
     loop {
@@ -313,34 +327,110 @@ async fn subscribe(
         };
         match received {
             Ok(event) if event.seq <= last_seq => {}
-            Ok(event) => {
-                send(&sink, &event).await?;
-                last_seq = event.seq;
-            }
+            Ok(event) => match send(&sink, event.json.clone()).await {
+                Delivery::Sent => last_seq = event.seq,
+                Delivery::Stopped => return Ok(()),
+                Delivery::TooSlow => return end_too_slow(&sink, last_seq).await,
+            },
             Err(RecvError::Lagged(missed)) => {
                 let reason = format!(
                     "this client fell {missed} events behind and was dropped so the session is not slowed; resubscribe with since={last_seq}"
                 );
-                return end(&sink, last_seq, reason).await;
+                return end(&sink, last_seq, reason, true).await;
             }
             Err(RecvError::Closed) => {
-                return end(&sink, last_seq, "the session was deleted".to_owned()).await;
+                return end(&sink, last_seq, "the session was deleted".to_owned(), false).await;
             }
         }
     }
 }
 
-async fn send(sink: &SubscriptionSink, event: &Event) -> SubscriptionResult {
-    sink.send(serde_json::value::to_raw_value(event)?).await?;
-    Ok(())
+/// How long one event may wait for room in a client's connection before the client is dropped.
+const SEND_DEADLINE: Duration = Duration::from_secs(5);
+
+enum Delivery {
+    Sent,
+    /// The client unsubscribed or its connection closed.
+    Stopped,
+    /// The client did not read within [`SEND_DEADLINE`].
+    TooSlow,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ReplayError {
+    #[error(transparent)]
+    Journal(#[from] crate::session::journal::JournalError),
+    #[error("the replay reader stopped: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Sends the replayed range batch by batch; only one batch is in memory at a time, and files are
+/// read on the blocking pool.
+async fn stream_replay(
+    sink: &SubscriptionSink,
+    replay: Replay,
+    last_seq: &mut u64,
+) -> Result<Delivery, ReplayError> {
+    let mut reader = tokio::task::spawn_blocking(move || {
+        ReplayReader::open(&replay.path, replay.since, replay.until)
+    })
+    .await??;
+    loop {
+        let (returned, batch) = tokio::task::spawn_blocking(move || {
+            let batch = reader.next_batch();
+            (reader, batch)
+        })
+        .await?;
+        reader = returned;
+        let batch = batch?;
+        if batch.is_empty() {
+            return Ok(Delivery::Sent);
+        }
+        for event in batch {
+            match send(sink, event.json).await {
+                Delivery::Sent => *last_seq = event.seq,
+                other => return Ok(other),
+            }
+        }
+    }
+}
+
+async fn send(sink: &SubscriptionSink, json: Box<RawValue>) -> Delivery {
+    match sink.send_timeout(json, SEND_DEADLINE).await {
+        Ok(()) => Delivery::Sent,
+        Err(SendTimeoutError::Closed(_)) => Delivery::Stopped,
+        Err(SendTimeoutError::Timeout(_)) => Delivery::TooSlow,
+    }
+}
+
+async fn end_too_slow(sink: &SubscriptionSink, last_seq: u64) -> SubscriptionResult {
+    let reason = format!(
+        "this client did not read its events for {} s and was dropped so the session is not slowed; resubscribe with since={last_seq}",
+        SEND_DEADLINE.as_secs()
+    );
+    end(sink, last_seq, reason, true).await
 }
 
 /// A subscription that ends on the server is not announced by the transport: say it explicitly.
-async fn end(sink: &SubscriptionSink, last_seq: u64, reason: String) -> SubscriptionResult {
+/// The marker's `seq` is 0, never a journalled event's; `lastSeq` says where to resume.
+async fn end(
+    sink: &SubscriptionSink,
+    last_seq: u64,
+    reason: String,
+    resumable: bool,
+) -> SubscriptionResult {
     let event = Event {
-        seq: last_seq,
+        seq: 0,
         time: crate::session::journal::now_rfc3339(),
-        kind: EventKind::SubscriptionEnded { reason },
+        kind: EventKind::SubscriptionEnded {
+            reason,
+            last_seq,
+            resumable,
+        },
     };
-    send(sink, &event).await
+    // A client too slow to take events may not take this one either: do not wait long for it.
+    let _ = sink
+        .send_timeout(serde_json::value::to_raw_value(&event)?, SEND_DEADLINE)
+        .await;
+    Ok(())
 }

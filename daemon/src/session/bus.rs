@@ -1,84 +1,311 @@
 //! A session's event log: every event is journalled first, then broadcast to live subscribers.
 //!
+//! Streamed text (assistant, reasoning and tool output deltas) is coalesced before it is
+//! journalled: consecutive deltas of one kind (and one tool call) are held and written as one
+//! event once [`COALESCE_BYTES`] have gathered, [`COALESCE_WINDOW`] after the first of them, or
+//! as soon as any other event is published. So the text before a `stream_restarted`, a
+//! `tool_call_finished` or a turn boundary is always journalled before it, and a model streaming
+//! five characters a chunk makes a few events a second instead of thousands.
+//!
 //! Subscribing takes the broadcast receiver and the journal's last `seq` under the same lock that
 //! publishing holds, so the replay (read from disk up to that `seq`) and the live stream (strictly
 //! after it) meet with no gap and no duplicate.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use cwcode_protocol::{Event, EventKind};
+use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
 use super::journal::{Journal, JournalError};
 
-/// How many events a subscriber may fall behind before it is dropped; the session never waits
-/// for a slow client.
+/// How many events a subscriber may fall behind before it is dropped (it is told so, and the
+/// official clients resume from their last `seq`); the session never waits for a slow client.
+///
+/// What this buffer can hold is bounded by the events' sizes: a journalled delta is under twice
+/// [`COALESCE_BYTES`] (8192 of them: under 64 MiB, shared by all subscribers), tool output past
+/// its head and tail is not streamed at all (see `agent::tool_output`), and tool results are
+/// bounded by the tools' limits; an `assistant_message` is as long as the model's answer. A value
+/// leaves the buffer once every subscriber has read it.
 const SUBSCRIBER_LAG_LIMIT: usize = 8192;
 
-pub struct EventLog {
-    path: PathBuf,
-    journal: Mutex<Journal>,
-    live: broadcast::Sender<Arc<Event>>,
+/// Coalesced text is journalled once this much has gathered.
+pub const COALESCE_BYTES: usize = 4096;
+/// ...or this long after the first delta of a batch, so a slow stream still shows promptly.
+pub const COALESCE_WINDOW: Duration = Duration::from_millis(40);
+
+/// A journalled event as live subscribers get it: already serialised once for all of them.
+#[derive(Debug)]
+pub struct LiveEvent {
+    pub seq: u64,
+    pub json: Box<RawValue>,
 }
 
-/// A subscription's replayed history and its live continuation.
+pub struct EventLog {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    state: Mutex<State>,
+    live: broadcast::Sender<Arc<LiveEvent>>,
+}
+
+struct State {
+    journal: Journal,
+    /// Delta text not journalled yet.
+    pending: Option<EventKind>,
+    /// A flush timer is running for `pending`.
+    timer_armed: bool,
+    /// A timer's flush failed; the next publish reports it, as if its own write had failed.
+    deferred_error: Option<JournalError>,
+}
+
+/// A subscription's live continuation, and the part of the journal to replay before it.
 pub struct Subscription {
-    pub replay: Vec<Event>,
-    pub live: broadcast::Receiver<Arc<Event>>,
+    /// The journal's last `seq` when the subscription was taken: live events come after it.
+    pub until: u64,
+    /// The journal and the range `(since, until]` to replay from it, when there is one.
+    pub replay: Option<Replay>,
+    pub live: broadcast::Receiver<Arc<LiveEvent>>,
+}
+
+pub struct Replay {
+    pub path: PathBuf,
+    pub since: u64,
+    pub until: u64,
 }
 
 impl EventLog {
     pub fn new(path: &Path, journal: Journal) -> Self {
         let (live, _) = broadcast::channel(SUBSCRIBER_LAG_LIMIT);
         Self {
-            path: path.to_owned(),
-            journal: Mutex::new(journal),
-            live,
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                state: Mutex::new(State {
+                    journal,
+                    pending: None,
+                    timer_armed: false,
+                    deferred_error: None,
+                }),
+                live,
+            }),
         }
     }
 
-    fn journal(&self) -> MutexGuard<'_, Journal> {
-        // A panic while holding the lock cannot leave the journal half-updated: each append is
-        // one write. Keep serving rather than poisoning every later call.
-        self.journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The directory the journal lives in: the session's.
+    pub fn dir(&self) -> Option<&Path> {
+        self.inner.path.parent()
     }
 
+    /// Journals an event (after any delta text still held) and broadcasts it.
     pub fn publish(&self, kind: EventKind) -> Result<Arc<Event>, JournalError> {
-        let mut journal = self.journal();
-        let event = Arc::new(journal.append(kind)?);
-        // No receiver is not an error: nobody is watching.
-        let _ = self.live.send(Arc::clone(&event));
-        Ok(event)
+        let mut state = self.inner.state();
+        state.take_deferred_error()?;
+        state.flush(&self.inner.live)?;
+        state.append(kind, &self.inner.live)
+    }
+
+    /// Publishes streamed text, coalesced with the deltas before it (see the module's doc).
+    /// Other kinds are published at once.
+    pub fn publish_delta(&self, kind: EventKind) -> Result<(), JournalError> {
+        if !is_delta(&kind) {
+            return self.publish(kind).map(drop);
+        }
+        let mut state = self.inner.state();
+        state.take_deferred_error()?;
+        for piece in pieces(kind) {
+            if let Some(unmerged) = merge(&mut state.pending, piece) {
+                state.flush(&self.inner.live)?;
+                state.pending = Some(unmerged);
+            }
+            if state.pending.as_ref().map_or(0, delta_len) >= COALESCE_BYTES {
+                state.flush(&self.inner.live)?;
+            }
+        }
+        if state.pending.is_none() || state.timer_armed {
+            return Ok(());
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                state.timer_armed = true;
+                runtime.spawn(flush_later(Arc::downgrade(&self.inner)));
+                Ok(())
+            }
+            // Outside a runtime nothing could flush later: do not hold the text.
+            Err(_) => state.flush(&self.inner.live),
+        }
     }
 
     pub fn last_seq(&self) -> u64 {
-        self.journal().last_seq()
+        self.inner.state().journal.last_seq()
     }
 
+    /// Journals any delta text still held, then makes everything durable.
     pub fn sync(&self) -> Result<(), JournalError> {
-        self.journal().sync()
+        let mut state = self.inner.state();
+        state.take_deferred_error()?;
+        state.flush(&self.inner.live)?;
+        state.journal.sync()
     }
 
     /// Every journalled event, read from disk.
     pub fn read_all(&self) -> Result<Vec<Event>, JournalError> {
         let last_seq = self.last_seq();
-        Journal::read_range(&self.path, 0, last_seq)
+        Journal::read_range(&self.inner.path, 0, last_seq)
     }
 
-    /// Replays events after `since` (none when `since` is `None`) and continues live.
+    /// Continues live after the journal's current end, replaying events after `since` first
+    /// (none when `since` is `None`). The replay is read later, in pieces, by its reader.
     pub fn subscribe(&self, since: Option<u64>) -> Result<Subscription, JournalError> {
-        let (live, last_seq) = {
-            let journal = self.journal();
-            (self.live.subscribe(), journal.last_seq())
+        let (live, until) = {
+            let state = self.inner.state();
+            (self.inner.live.subscribe(), state.journal.last_seq())
         };
-        let replay = match since {
-            Some(since) if since < last_seq => Journal::read_range(&self.path, since, last_seq)?,
-            _ => Vec::new(),
-        };
-        Ok(Subscription { replay, live })
+        let replay = since.filter(|&since| since < until).map(|since| Replay {
+            path: self.inner.path.clone(),
+            since,
+            until,
+        });
+        Ok(Subscription {
+            until,
+            replay,
+            live,
+        })
+    }
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the journal half-updated: each append is
+        // one write. Keep serving rather than poisoning every later call.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl State {
+    fn take_deferred_error(&mut self) -> Result<(), JournalError> {
+        self.deferred_error.take().map_or(Ok(()), Err)
+    }
+
+    fn append(
+        &mut self,
+        kind: EventKind,
+        live: &broadcast::Sender<Arc<LiveEvent>>,
+    ) -> Result<Arc<Event>, JournalError> {
+        let event = Arc::new(self.journal.append(kind)?);
+        // Serialised once here rather than once per subscriber; nobody watching is no error.
+        if live.receiver_count() > 0 {
+            match serde_json::value::to_raw_value(&*event) {
+                Ok(json) => {
+                    let _ = live.send(Arc::new(LiveEvent {
+                        seq: event.seq,
+                        json,
+                    }));
+                }
+                Err(error) => tracing::error!(%error, "cannot serialise an event for subscribers"),
+            }
+        }
+        Ok(event)
+    }
+
+    fn flush(&mut self, live: &broadcast::Sender<Arc<LiveEvent>>) -> Result<(), JournalError> {
+        match self.pending.take() {
+            Some(kind) => self.append(kind, live).map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+async fn flush_later(log: Weak<Inner>) {
+    tokio::time::sleep(COALESCE_WINDOW).await;
+    let Some(log) = log.upgrade() else {
+        return;
+    };
+    let mut state = log.state();
+    state.timer_armed = false;
+    if let Err(error) = state.flush(&log.live) {
+        tracing::error!(%error, "cannot journal streamed text");
+        state.deferred_error = Some(error);
+    }
+}
+
+fn is_delta(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::AssistantDelta { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::ToolOutputDelta { .. }
+    )
+}
+
+fn delta_len(kind: &EventKind) -> usize {
+    match kind {
+        EventKind::AssistantDelta { text }
+        | EventKind::ReasoningDelta { text }
+        | EventKind::ToolOutputDelta { text, .. } => text.len(),
+        _ => 0,
+    }
+}
+
+/// A delta cut into pieces of at most [`COALESCE_BYTES`] (on character boundaries), so that no
+/// journalled delta exceeds twice that, whatever one provider chunk or tool read held.
+fn pieces(kind: EventKind) -> Vec<EventKind> {
+    if delta_len(&kind) <= COALESCE_BYTES {
+        return vec![kind];
+    }
+    let with_text = |text: &str| match &kind {
+        EventKind::AssistantDelta { .. } => EventKind::AssistantDelta { text: text.into() },
+        EventKind::ReasoningDelta { .. } => EventKind::ReasoningDelta { text: text.into() },
+        EventKind::ToolOutputDelta { call_id, .. } => EventKind::ToolOutputDelta {
+            call_id: call_id.clone(),
+            text: text.into(),
+        },
+        other => other.clone(),
+    };
+    let (EventKind::AssistantDelta { text }
+    | EventKind::ReasoningDelta { text }
+    | EventKind::ToolOutputDelta { text, .. }) = &kind
+    else {
+        return vec![kind];
+    };
+    let mut pieces = Vec::new();
+    let mut rest = text.as_str();
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(COALESCE_BYTES);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        pieces.push(with_text(&rest[..cut]));
+        rest = &rest[cut..];
+    }
+    pieces
+}
+
+/// Appends `kind`'s text to `pending` when both are the same stream; else hands `kind` back.
+fn merge(pending: &mut Option<EventKind>, kind: EventKind) -> Option<EventKind> {
+    match (pending, kind) {
+        (None, kind) => Some(kind),
+        (Some(EventKind::AssistantDelta { text }), EventKind::AssistantDelta { text: more })
+        | (Some(EventKind::ReasoningDelta { text }), EventKind::ReasoningDelta { text: more }) => {
+            text.push_str(&more);
+            None
+        }
+        (
+            Some(EventKind::ToolOutputDelta { call_id, text }),
+            EventKind::ToolOutputDelta {
+                call_id: other,
+                text: more,
+            },
+        ) if *call_id == other => {
+            text.push_str(&more);
+            None
+        }
+        (Some(_), kind) => Some(kind),
     }
 }
 
@@ -90,30 +317,129 @@ mod tests {
         EventKind::AssistantDelta { text: text.into() }
     }
 
+    fn open(dir: &tempfile::TempDir) -> EventLog {
+        let path = dir.path().join("events.jsonl");
+        let (journal, _) = Journal::open(&path).unwrap();
+        EventLog::new(&path, journal)
+    }
+
+    fn status() -> EventKind {
+        EventKind::StatusChanged {
+            status: cwcode_protocol::SessionStatus::Idle,
+        }
+    }
+
     #[tokio::test]
     async fn replay_then_live_has_no_gap_and_no_duplicate() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.jsonl");
-        let (journal, _) = Journal::open(&path).unwrap();
-        let log = EventLog::new(&path, journal);
+        let log = open(&dir);
         for text in ["a", "b", "c"] {
             log.publish(delta(text)).unwrap();
         }
         let mut subscription = log.subscribe(Some(1)).unwrap();
         log.publish(delta("d")).unwrap();
-        let replayed: Vec<u64> = subscription.replay.iter().map(|e| e.seq).collect();
-        assert_eq!(replayed, [2, 3]);
+        let replay = subscription.replay.unwrap();
+        assert_eq!((replay.since, replay.until), (1, 3));
+        assert_eq!(subscription.until, 3);
         assert_eq!(subscription.live.recv().await.unwrap().seq, 4);
     }
 
     #[test]
     fn live_only_subscription_replays_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.jsonl");
-        let (journal, _) = Journal::open(&path).unwrap();
-        let log = EventLog::new(&path, journal);
+        let log = open(&dir);
         log.publish(delta("a")).unwrap();
-        assert!(log.subscribe(None).unwrap().replay.is_empty());
-        assert_eq!(log.subscribe(Some(0)).unwrap().replay.len(), 1);
+        assert!(log.subscribe(None).unwrap().replay.is_none());
+        assert!(log.subscribe(Some(1)).unwrap().replay.is_none());
+        assert!(log.subscribe(Some(0)).unwrap().replay.is_some());
+    }
+
+    #[tokio::test]
+    async fn consecutive_deltas_become_one_event_before_the_next_other_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        for _ in 0..100 {
+            log.publish_delta(delta("hello")).unwrap();
+        }
+        log.publish_delta(EventKind::ReasoningDelta { text: "hmm".into() })
+            .unwrap();
+        log.publish(status()).unwrap();
+        let events = log.read_all().unwrap();
+        let kinds: Vec<&EventKind> = events.iter().map(|event| &event.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                &delta(&"hello".repeat(100)),
+                &EventKind::ReasoningDelta { text: "hmm".into() },
+                &status()
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn held_text_is_journalled_after_the_window_and_in_bounded_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        let mut live = log.subscribe(None).unwrap().live;
+        log.publish_delta(delta("slow")).unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(5), live.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(first.json.get().contains("\"slow\""), "{}", first.json);
+        let chunk = "x".repeat(1000);
+        for _ in 0..100 {
+            log.publish_delta(delta(&chunk)).unwrap();
+        }
+        log.sync().unwrap();
+        let events = log.read_all().unwrap();
+        assert!(events.len() > 20 && events.len() < 30, "{}", events.len());
+        for event in &events {
+            let EventKind::AssistantDelta { text } = &event.kind else {
+                panic!("{event:?}");
+            };
+            assert!(text.len() < COALESCE_BYTES + chunk.len());
+        }
+    }
+
+    #[test]
+    fn one_huge_chunk_is_journalled_in_bounded_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        let huge = "é".repeat(100_000);
+        log.publish_delta(delta(&huge)).unwrap();
+        let events = log.read_all().unwrap();
+        let mut joined = String::new();
+        for event in &events {
+            let EventKind::AssistantDelta { text } = &event.kind else {
+                panic!("{event:?}");
+            };
+            assert!(text.len() <= COALESCE_BYTES, "{}", text.len());
+            joined.push_str(text);
+        }
+        assert_eq!(joined, huge);
+    }
+
+    #[tokio::test]
+    async fn outputs_of_different_calls_stay_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        for call_id in ["c1", "c1", "c2"] {
+            log.publish_delta(EventKind::ToolOutputDelta {
+                call_id: call_id.into(),
+                text: "out ".into(),
+            })
+            .unwrap();
+        }
+        log.sync().unwrap();
+        let events = log.read_all().unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(
+            events[0].kind,
+            EventKind::ToolOutputDelta {
+                call_id: "c1".into(),
+                text: "out out ".into()
+            }
+        );
     }
 }

@@ -8,6 +8,7 @@ pub mod history;
 pub mod journal;
 mod load;
 mod recovery;
+pub mod replay;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
