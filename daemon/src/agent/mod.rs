@@ -368,6 +368,17 @@ async fn converse(
                     EventKind::ReasoningDelta { text }
                 }
                 StreamEvent::Restart { reason, .. } => EventKind::StreamRestarted { reason },
+                StreamEvent::Retrying {
+                    attempt,
+                    max_attempts,
+                    delay,
+                    reason,
+                } => EventKind::ProviderRetrying {
+                    attempt,
+                    max_attempts,
+                    delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    reason,
+                },
             };
             if let Err(error) = env.log.publish(kind) {
                 journal_error.get_or_insert(error);
