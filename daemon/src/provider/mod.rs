@@ -9,6 +9,8 @@ mod profile;
 mod quirks;
 mod retry;
 mod sse;
+#[cfg(test)]
+mod sse_props;
 mod tokens;
 
 use std::collections::BTreeMap;
