@@ -3,7 +3,6 @@
 //! arbitrary network reads accumulates to what a reference model says it holds, and arbitrary
 //! bytes or near-miss chunks never panic and fail only with typed errors. `PROPTEST_CASES` sets
 //! how many cases each property runs.
-#![allow(clippy::unwrap_used)]
 
 use std::convert::Infallible;
 
