@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use cwcode_protocol::client::EXIT_ALREADY_RUNNING;
 use cwcode_protocol::paths::Paths;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
     // First, while no other thread exists: taking systemd's socket unsets LISTEN_PID/LISTEN_FDS.
     let activated = match cwcoded::server::activation::inherited_listener() {
         Ok(activated) => activated,
-        Err(error) => return fail(None, &anyhow::Error::from(error)),
+        Err(error) => return fail(None, &StartFailure::unlogged(error.into())),
     };
     if args.background {
         // Not a process-group leader when a client spawns us, so this cannot fail; if it does,
@@ -50,13 +51,28 @@ fn main() -> ExitCode {
     }
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
-        Err(error) => return fail(None, &anyhow::Error::from(error)),
+        Err(error) => return fail(None, &StartFailure::unlogged(error.into())),
     };
     // This attempt supersedes the last one's failure, whatever becomes of it.
     let _ = std::fs::remove_file(paths.start_error_file());
     match serve(&paths, activated, !args.background) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => fail(Some(&paths), &error),
+        Err(failure) => fail(Some(&paths), &failure),
+    }
+}
+
+/// Why the daemon did not start, and whether the log's stderr layer has shown it already.
+struct StartFailure {
+    error: anyhow::Error,
+    on_stderr: bool,
+}
+
+impl StartFailure {
+    fn unlogged(error: anyhow::Error) -> StartFailure {
+        StartFailure {
+            error,
+            on_stderr: false,
+        }
     }
 }
 
@@ -64,15 +80,18 @@ fn serve(
     paths: &Paths,
     activated: Option<std::os::unix::net::UnixListener>,
     to_stderr: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), StartFailure> {
     std::fs::create_dir_all(paths.logs_dir())
-        .with_context(|| format!("cannot create {}", paths.logs_dir().display()))?;
-    let _log_guard = init_logging(paths, to_stderr)?;
-    let result = start_and_run(paths.clone(), activated);
-    if let Err(error) = &result {
+        .with_context(|| format!("cannot create {}", paths.logs_dir().display()))
+        .map_err(StartFailure::unlogged)?;
+    let _log_guard = init_logging(paths, to_stderr).map_err(StartFailure::unlogged)?;
+    start_and_run(paths.clone(), activated).map_err(|error| {
         tracing::error!("cwcoded cannot start: {error:#}");
-    }
-    result
+        StartFailure {
+            error,
+            on_stderr: to_stderr,
+        }
+    })
 }
 
 fn start_and_run(
@@ -89,9 +108,12 @@ fn start_and_run(
 
 /// Says why the daemon stopped: on stderr, and, unless another daemon already serves this home
 /// (the client waits for that one), in the start-error file the starting client reads.
-fn fail(paths: Option<&Paths>, error: &anyhow::Error) -> ExitCode {
+fn fail(paths: Option<&Paths>, failure: &StartFailure) -> ExitCode {
+    let error = &failure.error;
     let text = format!("{error:#}");
-    eprintln!("cwcoded: {text}");
+    if !failure.on_stderr {
+        eprintln!("cwcoded: {text}");
+    }
     let another_runs = error
         .downcast_ref::<cwcoded::server::ServeError>()
         .is_some_and(cwcoded::server::ServeError::is_already_running);
@@ -102,7 +124,11 @@ fn fail(paths: Option<&Paths>, error: &anyhow::Error) -> ExitCode {
     {
         eprintln!("cwcoded: {write_error}");
     }
-    ExitCode::FAILURE
+    if another_runs {
+        ExitCode::from(EXIT_ALREADY_RUNNING)
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn init_logging(

@@ -23,6 +23,9 @@ use crate::types::*;
 /// How long a client waits for a daemon it started to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const START_POLL: Duration = Duration::from_millis(2);
+/// `cwcoded`'s exit status when another daemon already serves its home: the client that
+/// started it waits for that one's socket instead of reporting a failure.
+pub const EXIT_ALREADY_RUNNING: u8 = 75;
 /// Large enough to hold a long replay while the consumer renders it.
 const SUBSCRIPTION_BUFFER: usize = 1 << 16;
 
@@ -432,9 +435,22 @@ pub async fn start_daemon(options: &ConnectOptions) -> Result<(), ClientError> {
             && let Ok(Some(status)) = child.try_wait()
         {
             exit = format!(" (the process we started exited with {status})");
+            let lost_the_race = status.code() == Some(i32::from(EXIT_ALREADY_RUNNING));
+            if !status.success() && !lost_the_race {
+                return Err(ClientError::StartFailed {
+                    reason: start_error(paths).unwrap_or_else(|| {
+                        format!(
+                            "it exited with {status} before it could say why; run `{}` in a \
+                             terminal to see",
+                            program.display()
+                        )
+                    }),
+                    log: paths.log_file(),
+                });
+            }
         }
         // Our daemon removed any older start-error file before it began, so one present now is
-        // its own failure, or that of a daemon another client started at the same moment.
+        // that of the daemon that won the race to start, which then failed.
         if !exit.is_empty()
             && let Some(reason) = start_error(paths)
         {

@@ -147,3 +147,31 @@ fn a_daemon_that_cannot_start_on_a_broken_config_says_why_at_once() {
     assert!(!home.paths.start_error_file().exists());
     home.cli_ok(&["daemon", "stop"]);
 }
+
+/// Clients that start the daemon at the same moment race for the home's lock: the daemons that
+/// lose exit without blaming anything, and their clients wait for the winner.
+#[test]
+fn clients_starting_the_daemon_together_all_get_an_answer() {
+    let home = Home::new("http://127.0.0.1:9/v1");
+    let clients: Vec<_> = (0..5)
+        .map(|_| {
+            home.command("cwcode-cli")
+                .arg("ls")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for client in clients {
+        let output = client.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert!(!home.paths.start_error_file().exists());
+    home.cli_ok(&["daemon", "stop"]);
+}
