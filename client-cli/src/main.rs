@@ -571,8 +571,8 @@ async fn daemon(action: DaemonAction, json: bool) -> anyhow::Result<ExitCode> {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             bail!(
-                "cwcoded did not stop within 15 s; see its log in {}",
-                paths.logs_dir().display()
+                "cwcoded did not stop within 15 s; see its log, {}",
+                paths.log_file().display()
             );
         }
     }

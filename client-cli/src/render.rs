@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
+use cwcode_protocol::event::retrying_line;
 use cwcode_protocol::{
     CacheReport, CheckpointInfo, CostReport, DaemonInfo, DoctorReport, Event, EventKind,
     GoalStatus, ProfileInfo, RewindResult, SessionInfo, TodoStatus,
@@ -148,6 +149,15 @@ impl Renderer {
                     "· the provider connection broke ({reason}); retrying from the start of the answer"
                 )
             }
+            EventKind::ProviderRetrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => format!(
+                "· {}",
+                retrying_line(*attempt, *max_attempts, *delay_ms, reason)
+            ),
             EventKind::StormBroken { tool, .. } => {
                 format!("· stopped: {tool} kept failing the same way")
             }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use cwcode_protocol::event::retrying_line;
 use cwcode_protocol::{ApprovalDecision, EventKind, RewindResult, TurnOutcome, Usage};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -227,6 +228,15 @@ impl Transcript {
                     Tone::Warn,
                 );
             }
+            EventKind::ProviderRetrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => self.note(
+                retrying_line(*attempt, *max_attempts, *delay_ms, reason),
+                Tone::Warn,
+            ),
             EventKind::ToolCallStarted {
                 call_id,
                 name,
@@ -981,6 +991,21 @@ mod tests {
                 "",
                 "whole answer"
             ]
+        );
+    }
+
+    #[test]
+    fn a_retry_is_shown_with_its_wait_reason_and_count() {
+        let mut transcript = Transcript::default();
+        transcript.apply(&EventKind::ProviderRetrying {
+            attempt: 2,
+            max_attempts: 5,
+            delay_ms: 4000,
+            reason: "the provider sent nothing for 60 s".into(),
+        });
+        assert_eq!(
+            texts(&mut transcript, 80, false),
+            ["· retrying in 4 s: the provider sent nothing for 60 s (attempt 2 of 5)"]
         );
     }
 

@@ -26,6 +26,9 @@ use crate::types::*;
 /// How long a client waits for a daemon it started to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const START_POLL: Duration = Duration::from_millis(2);
+/// `cwcoded`'s exit status when another daemon already serves its home: the client that
+/// started it waits for that one's socket instead of reporting a failure.
+pub const EXIT_ALREADY_RUNNING: u8 = 75;
 /// Large enough to hold a long replay while the consumer renders it.
 const SUBSCRIPTION_BUFFER: usize = 1 << 16;
 
@@ -48,6 +51,9 @@ pub enum ClientError {
         exit: String,
         log: PathBuf,
     },
+    /// The daemon this client started exited at once; `reason` is its own account of why.
+    #[error("cwcoded cannot start: {reason}\n  its log is {log}")]
+    StartFailed { reason: String, log: PathBuf },
     #[error("WebSocket handshake with cwcoded failed: {0}")]
     Handshake(String),
     /// The daemon answered with a JSON-RPC error.
@@ -487,16 +493,19 @@ pub fn default_daemon_program() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cwcoded"))
 }
 
-/// Starts `cwcoded --background` and waits until its socket accepts connections.
+/// Starts `cwcoded --background` and waits until its socket accepts connections. When the
+/// daemon exits instead, its reason (the start-error file it writes) is returned at once; a
+/// daemon that exits without one lost the race to another client's, whose socket is awaited.
 pub async fn start_daemon(options: &ConnectOptions) -> Result<(), ClientError> {
     let program = options
         .daemon_program
         .clone()
         .unwrap_or_else(default_daemon_program);
+    let paths = &options.paths;
     let mut child = Command::new(&program)
         .arg("--background")
-        .env(crate::paths::HOME_ENV, &options.paths.home)
-        .env(crate::paths::SOCKET_ENV, &options.paths.socket)
+        .env(crate::paths::HOME_ENV, &paths.home)
+        .env(crate::paths::SOCKET_ENV, &paths.socket)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -508,24 +517,55 @@ pub async fn start_daemon(options: &ConnectOptions) -> Result<(), ClientError> {
     let started = Instant::now();
     let mut exit = String::new();
     while started.elapsed() < START_TIMEOUT {
-        if socket_answers(&options.paths.socket).await {
+        if socket_answers(&paths.socket).await {
             reap_in_background(child);
             return Ok(());
         }
-        // Another client may have won the race to start it: keep waiting for its socket.
         if exit.is_empty()
             && let Ok(Some(status)) = child.try_wait()
         {
             exit = format!(" (the process we started exited with {status})");
+            let lost_the_race = status.code() == Some(i32::from(EXIT_ALREADY_RUNNING));
+            if !status.success() && !lost_the_race {
+                return Err(ClientError::StartFailed {
+                    reason: start_error(paths).unwrap_or_else(|| {
+                        format!(
+                            "it exited with {status} before it could say why; run `{}` in a \
+                             terminal to see",
+                            program.display()
+                        )
+                    }),
+                    log: paths.log_file(),
+                });
+            }
+        }
+        // Our daemon removed any older start-error file before it began, so one present now is
+        // that of the daemon that won the race to start, which then failed.
+        if !exit.is_empty()
+            && let Some(reason) = start_error(paths)
+        {
+            return Err(ClientError::StartFailed {
+                reason,
+                log: paths.log_file(),
+            });
         }
         tokio::time::sleep(START_POLL).await;
     }
     Err(ClientError::StartTimeout {
-        socket: options.paths.socket.clone(),
+        socket: paths.socket.clone(),
         waited: START_TIMEOUT,
         exit,
-        log: options.paths.logs_dir().join("cwcoded.log"),
+        log: paths.log_file(),
     })
+}
+
+/// The start-error file's text, bounded: it is read from disk, and only its gist is shown.
+fn start_error(paths: &Paths) -> Option<String> {
+    const SHOWN_BYTES: usize = 4096;
+    let bytes = std::fs::read(paths.start_error_file()).ok()?;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN_BYTES)]);
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
 }
 
 async fn socket_answers(socket: &Path) -> bool {

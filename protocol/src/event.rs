@@ -73,6 +73,16 @@ pub enum EventKind {
     StreamRestarted {
         reason: String,
     },
+    /// A model call failed in a way that may pass (a stall, a broken connection, a 429 or 5xx):
+    /// after `delayMs` the daemon makes attempt `attempt` of at most `maxAttempts`. `reason`
+    /// says plainly what went wrong, e.g. "the provider sent nothing for 60 s".
+    #[serde(rename_all = "camelCase")]
+    ProviderRetrying {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        reason: String,
+    },
     /// A message the daemon added to the conversation when the mode crossed into or out of plan
     /// mode; the model sees `text` as a user message.
     ModeNotice {
@@ -221,9 +231,32 @@ pub enum EventKind {
     Unknown,
 }
 
+/// How clients say a [`EventKind::ProviderRetrying`]: "retrying in 4 s: the provider sent
+/// nothing for 60 s (attempt 2 of 5)".
+pub fn retrying_line(attempt: u32, max_attempts: u32, delay_ms: u64, reason: &str) -> String {
+    let delay = if delay_ms < 1000 {
+        format!("{:.1} s", delay_ms as f64 / 1000.0)
+    } else {
+        format!("{} s", delay_ms.saturating_add(500) / 1000)
+    };
+    format!("retrying in {delay}: {reason} (attempt {attempt} of {max_attempts})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_reads_as_a_sentence() {
+        assert_eq!(
+            retrying_line(2, 5, 4200, "the provider sent nothing for 60 s"),
+            "retrying in 4 s: the provider sent nothing for 60 s (attempt 2 of 5)"
+        );
+        assert_eq!(
+            retrying_line(3, 3, 450, "busy"),
+            "retrying in 0.5 s: busy (attempt 3 of 3)"
+        );
+    }
 
     #[test]
     fn events_are_flat_json_objects_with_a_type_tag() {

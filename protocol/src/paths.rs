@@ -53,6 +53,17 @@ impl Paths {
         self.home.join("logs")
     }
 
+    /// The daemon's current log; older ones are `cwcoded.log.1` (the newest) and up.
+    pub fn log_file(&self) -> PathBuf {
+        self.logs_dir().join("cwcoded.log")
+    }
+
+    /// Why the last daemon start failed, for the client that started it; removed by the next
+    /// start.
+    pub fn start_error_file(&self) -> PathBuf {
+        self.home.join("cwcoded.start-error")
+    }
+
     pub fn sessions_dir(&self) -> PathBuf {
         self.home.join("sessions")
     }

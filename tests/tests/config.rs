@@ -112,3 +112,66 @@ async fn hand_edits_are_picked_up_and_a_broken_edit_keeps_the_last_good_config()
         "the last good configuration stays in force"
     );
 }
+
+/// At start there is no last good configuration to keep, so a broken file stops the daemon; the
+/// client that started it says why at once and points at a log that exists and tells the same.
+#[test]
+fn a_daemon_that_cannot_start_on_a_broken_config_says_why_at_once() {
+    let home = Home::new("http://127.0.0.1:9/v1");
+    std::fs::write(home.paths.config(), "{\"profiles\": {\"x\": }}\n").unwrap();
+    // The binaries are built on first use: not part of the wait measured.
+    cwcode_tests::bin_dir();
+    let started = Instant::now();
+    let output = home.cli(&["ls"]);
+    let waited = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(waited < Duration::from_secs(3), "took {waited:?}: {stderr}");
+    assert!(
+        stderr.contains("config.json:1:") && stderr.contains("expected value"),
+        "the reason is not named: {stderr}"
+    );
+    let log = stderr
+        .split_whitespace()
+        .find(|word| word.ends_with("cwcoded.log"))
+        .unwrap_or_else(|| panic!("no log path in: {stderr}"));
+    let logged = std::fs::read_to_string(log).unwrap();
+    assert!(
+        logged.contains("config.json:1:") && logged.contains("expected value"),
+        "the log does not say why: {logged}"
+    );
+
+    // Once the file is fixed, the next command starts the daemon and the old reason is gone.
+    std::fs::write(home.paths.config(), "{}\n").unwrap();
+    home.cli_ok(&["ls"]);
+    assert!(!home.paths.start_error_file().exists());
+    home.cli_ok(&["daemon", "stop"]);
+}
+
+/// Clients that start the daemon at the same moment race for the home's lock: the daemons that
+/// lose exit without blaming anything, and their clients wait for the winner.
+#[test]
+fn clients_starting_the_daemon_together_all_get_an_answer() {
+    let home = Home::new("http://127.0.0.1:9/v1");
+    let clients: Vec<_> = (0..5)
+        .map(|_| {
+            home.command("cwcode-cli")
+                .arg("ls")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for client in clients {
+        let output = client.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert!(!home.paths.start_error_file().exists());
+    home.cli_ok(&["daemon", "stop"]);
+}

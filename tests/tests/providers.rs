@@ -1,6 +1,7 @@
 //! Provider behaviour through the real daemon: the reasoning switch of SPEC §6.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
+use cwcode_protocol::{EventKind, TurnOutcome};
 use cwcode_tests::Home;
 use cwcode_tests::fake_provider::{FakeProvider, Reply, text};
 
@@ -110,4 +111,80 @@ async fn switching_a_sessions_profile_sends_the_next_turn_to_the_new_provider() 
     let unknown = home.cli(&["profile", &id, "nope"]);
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("nope"));
+}
+
+/// A provider that takes the request and never says a word: the profile's idle timeout ends each
+/// attempt, every retry is an event the user sees, and the turn fails plainly within seconds.
+#[test]
+fn a_provider_that_never_answers_fails_the_turn_fast_and_says_it_retried() {
+    use std::io::Read;
+    // Accepts, reads the request, and holds the connection open in silence.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", silent.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut stream in silent.incoming().flatten() {
+            let mut buffer = [0; 4096];
+            let _ = stream.read(&mut buffer);
+            held.push(stream);
+        }
+    });
+    let home = Home::new(&url);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.paths.config()).unwrap()).unwrap();
+    config["profiles"]["fake"]["idle_timeout_secs"] = 1.into();
+    config["profiles"]["fake"]["max_attempts"] = 2.into();
+    std::fs::write(home.paths.config(), config.to_string()).unwrap();
+    let _daemon = home.start_daemon();
+    let id = home.new_session("code");
+
+    let started = std::time::Instant::now();
+    let output = home.cli(&["send", &id, "hello?", "--wait"]);
+    let waited = started.elapsed();
+    let shown = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "the turn failed: {shown}");
+    assert!(
+        waited < std::time::Duration::from_secs(8),
+        "took {waited:?}: {shown}"
+    );
+    assert!(
+        shown.contains("retrying in ")
+            && shown.contains(": the provider sent nothing for 1 s (attempt 2 of 2)"),
+        "the retry is not shown: {shown}"
+    );
+
+    let journal = home.journal(&id);
+    let retries: Vec<_> = journal
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::ProviderRetrying {
+                attempt,
+                max_attempts,
+                reason,
+                ..
+            } => Some((*attempt, *max_attempts, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        retries,
+        [(2, 2, "the provider sent nothing for 1 s".to_owned())]
+    );
+    let error = journal
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::TurnFinished {
+                outcome: TurnOutcome::Failed,
+                error,
+                ..
+            } => error.clone(),
+            _ => None,
+        })
+        .expect("the turn failed");
+    assert!(
+        error.contains("the provider sent nothing for 1 s")
+            && error.contains("gave up after 2 attempts"),
+        "{error}"
+    );
 }

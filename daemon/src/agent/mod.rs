@@ -383,6 +383,17 @@ async fn converse(
                     EventKind::ReasoningDelta { text }
                 }
                 StreamEvent::Restart { reason, .. } => EventKind::StreamRestarted { reason },
+                StreamEvent::Retrying {
+                    attempt,
+                    max_attempts,
+                    delay,
+                    reason,
+                } => EventKind::ProviderRetrying {
+                    attempt,
+                    max_attempts,
+                    delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    reason,
+                },
             };
             // Deltas are coalesced; a restart flushes the text before it first.
             if let Err(error) = env.log.publish_delta(kind) {

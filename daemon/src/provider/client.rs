@@ -52,6 +52,7 @@ pub struct Provider {
     context_window: Option<u64>,
     request_extra: Map<String, Value>,
     idle_timeout: Duration,
+    request_timeout: Duration,
     retry: RetryPolicy,
 }
 
@@ -71,10 +72,6 @@ impl From<ProviderError> for Failure {
 }
 
 impl Provider {
-    /// How long a stream may send no data event before the call fails. Reasoning models can
-    /// think silently for a long while, so this is generous.
-    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-
     /// The client for `profile`, its key read from the daemon's environment when the profile
     /// names a variable.
     pub fn new(profile_name: &str, profile: &Profile) -> Result<Provider, ProviderError> {
@@ -155,18 +152,28 @@ impl Provider {
                 .filter(|(key, _)| !RESERVED_BODY_FIELDS.contains(&key.as_str()))
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect(),
-            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
-            retry: RetryPolicy::default(),
+            idle_timeout: profile.limits.idle_timeout,
+            request_timeout: profile.limits.request_timeout,
+            retry: RetryPolicy {
+                max_retries: profile.limits.max_attempts.saturating_sub(1),
+                ..RetryPolicy::default()
+            },
         })
     }
 
-    /// Replaces [`Provider::DEFAULT_IDLE_TIMEOUT`]. `: keep-alive` comments do not count as data.
+    /// Replaces the profile's idle timeout. `: keep-alive` comments do not count as data.
     pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> Provider {
         self.idle_timeout = idle_timeout;
         self
     }
 
-    /// Replaces [`RetryPolicy::default`].
+    /// Replaces the profile's total timeout for one call, retries included.
+    pub fn with_request_timeout(mut self, request_timeout: Duration) -> Provider {
+        self.request_timeout = request_timeout;
+        self
+    }
+
+    /// Replaces the retry policy the profile's `max_attempts` made.
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Provider {
         self.retry = retry;
         self
@@ -285,8 +292,9 @@ impl Provider {
 
     /// Sends `request` and streams the answer: `on_event` gets each piece of text as it arrives,
     /// and a [`StreamEvent::Restart`] when a broken answer is asked for again. Retryable faults
-    /// are retried under the [`RetryPolicy`]; the whole answer is returned at the end. Firing
-    /// `cancel` ends the call at once, waits included.
+    /// are retried under the [`RetryPolicy`], each retry announced by a
+    /// [`StreamEvent::Retrying`]; the whole answer is returned at the end. Firing `cancel` ends
+    /// the call at once, waits included, and so does the request timeout.
     pub async fn stream(
         &self,
         request: ChatRequest<'_>,
@@ -296,7 +304,10 @@ impl Provider {
         tokio::select! {
             biased;
             () = cancel.cancelled() => Err(ProviderError::Cancelled),
-            result = self.call_with_retries(request, on_event) => result,
+            result = tokio::time::timeout(
+                self.request_timeout,
+                self.call_with_retries(request, on_event),
+            ) => result.unwrap_or(Err(ProviderError::RequestTimeout(self.request_timeout.as_secs()))),
         }
     }
 
@@ -345,8 +356,17 @@ impl Provider {
                 "retrying the model call"
             );
             if delivered {
-                on_event(StreamEvent::Restart { retry, reason });
+                on_event(StreamEvent::Restart {
+                    retry,
+                    reason: reason.clone(),
+                });
             }
+            on_event(StreamEvent::Retrying {
+                attempt: retry.saturating_add(1),
+                max_attempts: self.retry.max_retries.saturating_add(1),
+                delay: wait,
+                reason,
+            });
             tokio::time::sleep(wait).await;
         }
     }
@@ -509,6 +529,7 @@ impl std::fmt::Debug for Provider {
             .field("endpoint", &self.endpoint.as_str())
             .field("key_source", &self.key_source)
             .field("idle_timeout", &self.idle_timeout)
+            .field("request_timeout", &self.request_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -1203,12 +1224,23 @@ mod tests {
             started.elapsed()
         );
         assert_eq!(state.count(Method::POST), 3);
-        // Nothing had been shown, so there is nothing to restart.
+        // Nothing had been shown, so there is nothing to restart; each retry is announced with
+        // the wait the provider asked for.
+        let [first, second, answer] = events.as_slice() else {
+            panic!("{events:?}");
+        };
+        assert!(
+            matches!(first, StreamEvent::Retrying { attempt: 2, delay, .. } if delay.is_zero()),
+            "{first:?}"
+        );
+        assert!(
+            matches!(second, StreamEvent::Retrying { attempt: 3, delay, reason, .. }
+                if *delay == Duration::from_millis(150) && reason.contains("Rate limit reached")),
+            "{second:?}"
+        );
         assert_eq!(
-            events,
-            [StreamEvent::Delta(StreamDelta::Content(
-                "Hello there.".into()
-            ))]
+            answer,
+            &StreamEvent::Delta(StreamDelta::Content("Hello there.".into()))
         );
         let bodies: Vec<Vec<u8>> = state.posts().into_iter().map(|post| post.body).collect();
         assert!(bodies.windows(2).all(|pair| pair[0] == pair[1]));
@@ -1304,9 +1336,14 @@ mod tests {
             completion.message.content, "Hello there.",
             "the partial answer is dropped"
         );
-        let [first, restart, second] = events.as_slice() else {
+        let [first, restart, retrying, second] = events.as_slice() else {
             panic!("{events:?}");
         };
+        assert!(
+            matches!(retrying, StreamEvent::Retrying { attempt: 2, max_attempts: 3, reason, .. }
+                if reason.contains("connection broke")),
+            "{retrying:?}"
+        );
         assert_eq!(
             first,
             &StreamEvent::Delta(StreamDelta::Content("Hi".into()))
@@ -1337,7 +1374,11 @@ mod tests {
             .filter(|event| matches!(event, StreamEvent::Restart { .. }))
             .count();
         assert_eq!(restarts, 2, "{events:?}");
-        assert_eq!(events.len(), 5, "three partial answers, two restarts");
+        assert_eq!(
+            events.len(),
+            7,
+            "three partial answers, two restarts, two retries"
+        );
     }
 
     #[tokio::test]
@@ -1449,6 +1490,88 @@ mod tests {
             "the comments kept the stream alive for {:?}",
             started.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn every_retry_is_announced_with_its_number_wait_and_reason() {
+        let busy = || Reply::status(503, "{\"error\":{\"message\":\"busy\"}}");
+        let (base_url, _) = serve(vec![busy(), busy(), busy()]).await;
+        let provider = provider(json!({"base_url": base_url}));
+        let (result, events) = stream(&provider, &CancellationToken::new()).await;
+        assert!(
+            matches!(&result, Err(ProviderError::GaveUp { attempts: 3, .. })),
+            "{result:?}"
+        );
+        let announced: Vec<(u32, u32)> = events
+            .iter()
+            .map(|event| match event {
+                StreamEvent::Retrying {
+                    attempt,
+                    max_attempts,
+                    delay,
+                    reason,
+                } => {
+                    assert!(reason.contains("HTTP 503: busy"), "{reason}");
+                    assert!(*delay <= FAST_RETRIES.max_delay, "{delay:?}");
+                    (*attempt, *max_attempts)
+                }
+                other => panic!("only retries are announced: {other:?}"),
+            })
+            .collect();
+        assert_eq!(announced, [(2, 3), (3, 3)]);
+    }
+
+    #[tokio::test]
+    async fn a_provider_that_drips_forever_is_cut_by_the_request_timeout() {
+        let mut steps = vec![Step::Send(FIRST_CHUNK)];
+        for _ in 0..100 {
+            steps.push(Step::Pause(Duration::from_millis(50)));
+            steps.push(Step::Send(
+                "data: {\"choices\":[{\"delta\":{\"content\":\".\"}}]}\n\n",
+            ));
+        }
+        let (base_url, _) = fake_server(StatusCode::OK, steps).await;
+        let provider = provider(json!({"base_url": base_url}))
+            .with_idle_timeout(Duration::from_millis(300))
+            .with_request_timeout(Duration::from_millis(600));
+        let started = Instant::now();
+        let (result, _) = complete(&provider, &CancellationToken::new()).await;
+        assert!(
+            matches!(&result, Err(ProviderError::RequestTimeout(_))),
+            "{result:?}"
+        );
+        let error = result.err().unwrap().to_string();
+        assert!(error.contains("request_timeout_secs"), "{error}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn the_profile_sets_the_timeouts_and_the_attempts() {
+        let provider = Provider::with_env(
+            "p",
+            &profile(
+                json!({"base_url": "http://127.0.0.1:1/v1", "idle_timeout_secs": 7,
+                            "request_timeout_secs": 90, "max_attempts": 2}),
+            ),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(provider.idle_timeout, Duration::from_secs(7));
+        assert_eq!(provider.request_timeout, Duration::from_secs(90));
+        assert_eq!(provider.retry.max_retries, 1);
+        let defaults = Provider::with_env(
+            "p",
+            &profile(json!({"base_url": "http://127.0.0.1:1/v1"})),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(defaults.idle_timeout, Duration::from_secs(60));
+        assert_eq!(defaults.request_timeout, Duration::from_secs(600));
+        assert_eq!(defaults.retry, RetryPolicy::default());
     }
 
     #[tokio::test]

@@ -9,9 +9,12 @@ mod profile;
 mod quirks;
 mod retry;
 mod sse;
+#[cfg(test)]
+mod sse_props;
 mod tokens;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use cwcode_protocol::{ToolCall, Usage};
 use serde::{Deserialize, Serialize};
@@ -20,7 +23,7 @@ pub use client::Provider;
 pub use profile::{
     Config, ConfigError, EditTools, KeySource, Pricing, Profile, ProviderKind, ReasoningHistory,
 };
-pub use retry::RetryPolicy;
+pub use retry::{CallLimits, RetryPolicy};
 pub use tokens::{estimate_request_tokens, estimate_tokens, shared_prefix_len};
 
 /// One message of the conversation, in the session's own terms. The provider serialises it to
@@ -81,6 +84,15 @@ pub enum StreamEvent {
         /// 1 for the first retry.
         retry: u32,
         /// Why the previous attempt was abandoned, for the user.
+        reason: String,
+    },
+    /// An attempt failed in a way that may pass; the call waits `delay`, then makes attempt
+    /// number `attempt` (2 for the first retry) of at most `max_attempts`. Sent for every
+    /// retry, after any `Restart`, so a stalled provider is never silent.
+    Retrying {
+        attempt: u32,
+        max_attempts: u32,
+        delay: Duration,
         reason: String,
     },
 }
@@ -146,8 +158,13 @@ pub enum ProviderError {
     ReasoningMustBeKept { profile: String, body: String },
     #[error("the provider stream broke: {0}")]
     Stream(String),
-    #[error("the provider sent no data for {0} s")]
+    #[error("the provider sent nothing for {0} s")]
     IdleTimeout(u64),
+    /// The call as a whole, retries included, ran past the profile's `request_timeout_secs`.
+    #[error(
+        "the provider did not finish answering within {0} s (the profile's request_timeout_secs)"
+    )]
+    RequestTimeout(u64),
     #[error("the provider sent something that is not a chat completion chunk: {0}")]
     Protocol(String),
     /// A fault that was retried until the [`RetryPolicy`] ran out; `last` is the final attempt's.
@@ -217,7 +234,10 @@ fn retry_advice(last: &ProviderError) -> &'static str {
         ProviderError::Stream(_) => {
             "The connection keeps breaking mid-answer: check the network or proxy, then send again"
         }
-        ProviderError::IdleTimeout(_) => "The provider keeps stalling: send again later",
+        ProviderError::IdleTimeout(_) => {
+            "The provider keeps stalling: send again later, or raise the profile's \
+             idle_timeout_secs for a model that thinks long in silence"
+        }
         _ => "",
     }
 }

@@ -5,12 +5,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Write};
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use super::retry::CallLimits;
 use super::{Headers, builtin};
 
 /// Body fields the client writes itself; a profile's `request_extra` may not replace them, because
@@ -58,6 +61,7 @@ pub struct Profile {
     pub pricing: Option<Pricing>,
     /// Merged into every request body, after the client's own fields and before the messages.
     pub request_extra: Map<String, Value>,
+    pub limits: CallLimits,
 }
 
 /// Which endpoint family the profile talks to, for the quirks that set it apart from the common
@@ -367,6 +371,7 @@ impl Profile {
             edit_tools: EditTools::default(),
             pricing: None,
             request_extra: Map::new(),
+            limits: CallLimits::default(),
         }
     }
 
@@ -436,6 +441,12 @@ struct ProfileFields {
     pricing: Option<Pricing>,
     #[serde(default, deserialize_with = "deserialize_request_extra")]
     request_extra: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "deserialize_idle_timeout")]
+    idle_timeout_secs: Option<u64>,
+    #[serde(default, deserialize_with = "deserialize_request_timeout")]
+    request_timeout_secs: Option<u64>,
+    #[serde(default, deserialize_with = "deserialize_max_attempts")]
+    max_attempts: Option<u64>,
 }
 
 impl ProfileFields {
@@ -454,6 +465,9 @@ impl ProfileFields {
             edit_tools,
             pricing,
             request_extra,
+            idle_timeout_secs,
+            request_timeout_secs,
+            max_attempts,
         } = self;
         replace(&mut profile.base_url, base_url);
         replace(&mut profile.model, model);
@@ -469,6 +483,20 @@ impl ProfileFields {
         profile
             .request_extra
             .extend(request_extra.unwrap_or_default());
+        let limits = &mut profile.limits;
+        replace(
+            &mut limits.idle_timeout,
+            idle_timeout_secs.map(Duration::from_secs),
+        );
+        replace(
+            &mut limits.request_timeout,
+            request_timeout_secs.map(Duration::from_secs),
+        );
+        // Bounded to 1..=10 when read, so this always fits.
+        replace(
+            &mut limits.max_attempts,
+            max_attempts.and_then(|attempts| u32::try_from(attempts).ok()),
+        );
         profile
     }
 
@@ -579,6 +607,42 @@ fn deserialize_headers<'de, D: Deserializer<'de>>(
         )));
     }
     Ok(headers)
+}
+
+fn deserialize_idle_timeout<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    deserialize_bounded(deserializer, CallLimits::IDLE_TIMEOUT_SECS, "seconds")
+}
+
+fn deserialize_request_timeout<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    deserialize_bounded(deserializer, CallLimits::REQUEST_TIMEOUT_SECS, "seconds")
+}
+
+fn deserialize_max_attempts<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    deserialize_bounded(deserializer, CallLimits::MAX_ATTEMPTS, "attempts")
+}
+
+/// A whole number within `range`: a zero timeout would fail every call, a huge one would let a
+/// dead provider hold a turn for days.
+fn deserialize_bounded<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    range: RangeInclusive<u64>,
+    unit: &str,
+) -> Result<Option<u64>, D::Error> {
+    let value = Option::<u64>::deserialize(deserializer)?;
+    match value {
+        Some(value) if !range.contains(&value) => Err(de::Error::custom(format!(
+            "{value} is out of range: give {} to {} {unit}",
+            range.start(),
+            range.end()
+        ))),
+        value => Ok(value),
+    }
 }
 
 fn deserialize_request_extra<'de, D: Deserializer<'de>>(
@@ -749,6 +813,7 @@ impl fmt::Debug for Profile {
             .field("edit_tools", &self.edit_tools)
             .field("pricing", &self.pricing)
             .field("request_extra", &self.request_extra)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -946,6 +1011,47 @@ mod tests {
             panic!("{error:?}");
         };
         assert_eq!((line, column), (2, 16));
+    }
+
+    #[test]
+    fn timeouts_and_attempts_are_set_per_profile_within_bounds() {
+        let config = load_text(
+            r#"{"profiles": {"deepseek-v4-pro": {"idle_timeout_secs": 5, "max_attempts": 1},
+                "mine": {"base_url": "http://x", "model": "m", "request_timeout_secs": 30}}}"#,
+        )
+        .unwrap();
+        let deepseek = config.profile("deepseek-v4-pro").unwrap().limits;
+        assert_eq!(deepseek.idle_timeout, Duration::from_secs(5));
+        assert_eq!(deepseek.max_attempts, 1);
+        assert_eq!(
+            deepseek.request_timeout,
+            CallLimits::default().request_timeout
+        );
+        let mine = config.profile("mine").unwrap().limits;
+        assert_eq!(mine.request_timeout, Duration::from_secs(30));
+        assert_eq!(mine.idle_timeout, CallLimits::default().idle_timeout);
+
+        for (field, value) in [
+            ("idle_timeout_secs", "0"),
+            ("request_timeout_secs", "100000"),
+            ("max_attempts", "0"),
+            ("max_attempts", "11"),
+        ] {
+            let error = load_text(&format!(
+                r#"{{"profiles": {{"deepseek-v4-pro": {{"{field}": {value}}}}}}}"#
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains(&format!("profiles.deepseek-v4-pro.{field}"))
+                    && error.contains("out of range"),
+                "{field}={value}: {error}"
+            );
+        }
+        let error = load_text(r#"{"profiles": {"deepseek-v4-pro": {"idle_timeout_secs": 1.5}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("idle_timeout_secs"), "{error}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::ops::RangeInclusive;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -27,6 +28,39 @@ impl Default for RetryPolicy {
             max_retries: 4,
             first_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How long one model call may take and how often it is tried, set per profile in config.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// `idle_timeout_secs`: an attempt that receives no data for this long is abandoned (and
+    /// retried). `: keep-alive` comments are not data.
+    pub idle_timeout: Duration,
+    /// `request_timeout_secs`: the whole call, every attempt and wait included, ends in failure
+    /// after this long, however slowly the provider keeps sending.
+    pub request_timeout: Duration,
+    /// `max_attempts`: the first attempt and its retries together.
+    pub max_attempts: u32,
+}
+
+impl CallLimits {
+    /// The ranges config.json accepts; beyond them a call could hang for hours or never retry.
+    pub const IDLE_TIMEOUT_SECS: RangeInclusive<u64> = 1..=3600;
+    pub const REQUEST_TIMEOUT_SECS: RangeInclusive<u64> = 1..=86_400;
+    pub const MAX_ATTEMPTS: RangeInclusive<u64> = 1..=10;
+}
+
+impl Default for CallLimits {
+    /// Reasoning models may think a minute before their first token, but not much longer
+    /// without a keep-alive; ten minutes is past any answer seen, and stops a provider that
+    /// drips a byte a minute; five attempts with [`RetryPolicy::default`]'s backoff.
+    fn default() -> CallLimits {
+        CallLimits {
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(600),
+            max_attempts: RetryPolicy::default().max_retries + 1,
         }
     }
 }

@@ -38,7 +38,7 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub enum ServeError {
     #[error(transparent)]
     Start(#[from] StartError),
-    #[error("cannot read the configuration: {0}")]
+    #[error("cannot load the configuration: {0}; fix the file and try again")]
     Config(String),
     #[error("cannot listen on {path}: {source}")]
     Bind {
@@ -48,6 +48,14 @@ pub enum ServeError {
     },
     #[error("cannot set up the API: {0}")]
     Api(String),
+}
+
+impl ServeError {
+    /// Another daemon serves this home already: the client that started this one waits for
+    /// that one rather than reporting a failure.
+    pub fn is_already_running(&self) -> bool {
+        matches!(self, ServeError::Start(StartError::AlreadyRunning { .. }))
+    }
 }
 
 /// Runs the daemon until SIGTERM, SIGINT or `daemon/shutdown`, then drains: running turns end

@@ -611,6 +611,10 @@ fn compress_spans(sorted_lines: &[usize]) -> String {
 }
 
 #[cfg(test)]
+#[path = "edit_lines_props.rs"]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
