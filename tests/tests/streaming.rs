@@ -324,6 +324,19 @@ impl SilentSubscriber {
         Self { socket }
     }
 
+    /// Whether the daemon closed the connection: everything it had sent is read, then end of file.
+    fn closed_by_the_daemon(&mut self, within: Duration) -> bool {
+        self.socket.set_read_timeout(Some(within)).unwrap();
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match self.socket.read(&mut buffer) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// Reads the notifications' events until the subscription ends or nothing comes for a while.
     fn read_events(&mut self) -> Vec<Event> {
         self.socket
@@ -435,4 +448,12 @@ async fn subscribers_that_never_read_are_dropped_and_slow_nobody() {
     let started = Instant::now();
     home.cli_ok(&["ls"]);
     assert!(started.elapsed() < Duration::from_secs(2));
+
+    // One that never reads at all: once its writes have stalled past the limit (15 s), the
+    // daemon closes its socket, and with it what was queued for it.
+    let mut dead = SilentSubscriber::subscribe(&home.paths.socket, &id);
+    assert!(
+        dead.closed_by_the_daemon(Duration::from_secs(40)),
+        "the daemon kept a client that never reads"
+    );
 }

@@ -44,6 +44,11 @@ const WS_PING_INTERVAL: Duration = Duration::from_secs(10);
 const WS_SILENCE_LIMIT: Duration = Duration::from_secs(15);
 /// Subscriptions one WebSocket may hold; a client watches one session or a handful.
 const MAX_SUBSCRIPTIONS_PER_CONNECTION: u32 = 128;
+/// A write to a client that makes no progress for this long fails and the connection closes: a
+/// client that stopped reading cannot hold its socket, and the messages queued for it, forever.
+/// Longer than a subscription's send deadline, so a slow reader first gets its
+/// `subscription_ended` marker and can resume.
+const WRITE_STALL_LIMIT: Duration = Duration::from_secs(15);
 /// Refusals are logged at most this often, with a count, so a flood cannot flood the log.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -175,10 +180,46 @@ pub fn refuse(stream: UnixStream) {
 }
 
 /// A connection's socket together with its slot, so the slot is held for as long as the socket
-/// lives, also after hyper hands it over to a WebSocket.
+/// lives, also after hyper hands it over to a WebSocket; its writes fail once stalled for
+/// `WRITE_STALL_LIMIT`.
 struct SlottedStream {
     stream: UnixStream,
     _slot: OwnedSemaphorePermit,
+    /// Running while a write waits for the client to read.
+    write_stall: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl SlottedStream {
+    fn new(stream: UnixStream, slot: OwnedSemaphorePermit) -> Self {
+        Self {
+            stream,
+            _slot: slot,
+            write_stall: None,
+        }
+    }
+
+    /// Passes a write's progress on, and turns a wait longer than `WRITE_STALL_LIMIT` into an
+    /// error.
+    fn bound_stall<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        progress: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if progress.is_ready() {
+            self.write_stall = None;
+            return progress;
+        }
+        let stall = self
+            .write_stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_STALL_LIMIT)));
+        match stall.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl AsyncRead for SlottedStream {
@@ -197,11 +238,15 @@ impl AsyncWrite for SlottedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let progress = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.bound_stall(cx, progress)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let progress = Pin::new(&mut this.stream).poll_flush(cx);
+        this.bound_stall(cx, progress)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -213,7 +258,9 @@ impl AsyncWrite for SlottedStream {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let progress = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.bound_stall(cx, progress)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -238,10 +285,7 @@ where
     S::Future: Send,
 {
     let Admitted { slot, health_only } = admitted;
-    let io = TokioIo::new(SlottedStream {
-        stream,
-        _slot: slot,
-    });
+    let io = TokioIo::new(SlottedStream::new(stream, slot));
     let handler =
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let service = service.clone();
@@ -382,6 +426,27 @@ where
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_to_a_client_that_stopped_reading_fails_after_the_stall_limit() {
+        let (ours, _never_read) = UnixStream::pair().unwrap();
+        let slot = Arc::new(Semaphore::new(1)).acquire_owned().await.unwrap();
+        let mut stream = SlottedStream::new(ours, slot);
+        let started = tokio::time::Instant::now();
+        let chunk = vec![b'x'; 64 * 1024];
+        let error = loop {
+            if let Err(error) = stream.write_all(&chunk).await {
+                break error;
+            }
+        };
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert!(
+            started.elapsed() >= WRITE_STALL_LIMIT,
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     /// A body that yields one byte each `every`, forever.
     struct Trickle {
