@@ -15,6 +15,9 @@ use serde_json::json;
 
 const RUNS: usize = 30;
 
+/// A case's name and the model's tool call for it.
+type Case = (&'static str, fn() -> Reply);
+
 fn median(samples: &mut [Duration]) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -41,7 +44,7 @@ fn main() {
     let id = home.new_session("yolo");
 
     println!("{RUNS} runs each, release binaries, this machine (2 cores)");
-    let cases: [(&str, fn() -> Reply); 2] = [
+    let cases: [Case; 2] = [
         ("send --wait, one bash call", || {
             tool_calls(&[("c1", "bash", json!({"command": "true"}))])
         }),
