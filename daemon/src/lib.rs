@@ -11,3 +11,13 @@ pub mod server;
 pub mod session;
 pub mod store;
 pub mod tools;
+
+/// `PROPTEST_CASES` when set (CI bounds the time with it), else `default`.
+#[cfg(test)]
+pub(crate) fn proptest_config(default: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(default);
+    proptest::test_runner::Config::with_cases(cases)
+}

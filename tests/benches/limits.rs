@@ -6,33 +6,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::net::UnixStream;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cwcode_tests::Home;
 use cwcode_tests::hostile::{Trickler, idle_websocket, slow_body, still_open};
+use cwcode_tests::{Home, percentile, time_process};
 
 const RUNS: usize = 40;
 const HOSTILE_EACH: usize = 200;
 
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() - 1) as f64 * p).round() as usize]
-}
-
 fn time_ls(home: &Home) -> Duration {
-    let start = Instant::now();
-    let status = home
-        .command("cwcode-cli")
-        .arg("ls")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    let elapsed = start.elapsed();
-    assert!(status.success(), "cwcode-cli ls failed");
-    elapsed
+    time_process(home.command("cwcode-cli").arg("ls"))
 }
 
 fn main() {

@@ -12,14 +12,9 @@ use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cwcode_tests::{Home, bin};
+use cwcode_tests::{Home, bin, percentile, time_process};
 
 const RUNS: usize = 40;
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() - 1) as f64 * p).round() as usize]
-}
 
 fn info_answered(socket: &std::path::Path) -> bool {
     let Ok(mut stream) = UnixStream::connect(socket) else {
@@ -35,18 +30,6 @@ fn info_answered(socket: &std::path::Path) -> bool {
     }
     let mut response = String::new();
     stream.read_to_string(&mut response).is_ok() && response.contains("\"pid\"")
-}
-
-fn time_process(command: &mut Command) -> Duration {
-    let start = Instant::now();
-    let status = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    let elapsed = start.elapsed();
-    assert!(status.success(), "{command:?} failed");
-    elapsed
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -6,34 +6,16 @@
 //! Run: `cargo bench -p cwcode-tests --bench turn`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
-use cwcode_tests::Home;
 use cwcode_tests::fake_provider::{FakeProvider, Reply, text, tool_calls};
+use cwcode_tests::{Home, percentile, time_process};
 use serde_json::json;
 
 const RUNS: usize = 30;
 
 /// A case's name and the model's tool call for it.
 type Case = (&'static str, fn() -> Reply);
-
-fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn time_process(command: &mut Command) -> Duration {
-    let start = Instant::now();
-    let status = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    let elapsed = start.elapsed();
-    assert!(status.success(), "{command:?} failed");
-    elapsed
-}
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -66,7 +48,7 @@ fn main() {
                 home.command("cwcode-cli").arg("ls").stdin(Stdio::null()),
             ));
         }
-        let (turn, listing) = (median(&mut turns), median(&mut listings));
+        let (turn, listing) = (percentile(&mut turns, 0.5), percentile(&mut listings, 0.5));
         println!(
             "{name:<34} median {:>6.2} ms  reference (cwcode-cli ls) {:>5.2} ms  ratio {:>5.2}×  target < 60 ms",
             turn.as_secs_f64() * 1e3,

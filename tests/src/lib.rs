@@ -140,6 +140,26 @@ impl Home {
     }
 }
 
+/// Runs a whole process to completion, output discarded, and returns how long it took; for the
+/// benchmarks.
+pub fn time_process(command: &mut Command) -> Duration {
+    let start = Instant::now();
+    let status = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(status.success(), "{command:?} failed");
+    elapsed
+}
+
+/// The sample at quantile `p` (0.5 the median), sorting `samples`.
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() - 1) as f64 * p).round() as usize]
+}
+
 pub fn wait_for_socket(socket: &Path) {
     let start = Instant::now();
     while std::os::unix::net::UnixStream::connect(socket).is_err() {

@@ -6,26 +6,17 @@
 
 use std::convert::Infallible;
 
+use crate::proptest_config as config;
 use cwcode_protocol::{ToolCall, Usage};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
-use proptest::test_runner::Config;
 use serde_json::{Value, json};
 
 use super::sse::ChunkAccumulator;
 use super::{AssistantMessage, Completion, ProviderError, StreamDelta};
-
-/// `PROPTEST_CASES` when set (CI bounds the time with it), else `default`.
-fn config(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(default);
-    Config::with_cases(cases)
-}
 
 /// What a stream came to: the deltas shown as they arrived, then the answer or the error.
 #[derive(Debug)]

@@ -6,22 +6,13 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::proptest_config as config;
 use proptest::collection::vec;
 use proptest::prelude::*;
-use proptest::test_runner::Config;
 
 use super::{EditOp, LineEdit, edit_file};
 use crate::tools::ReadLedger;
 use crate::tools::hashline::{line_content, line_hash, parse_anchor};
-
-/// `PROPTEST_CASES` when set (CI bounds the time with it), else `default`.
-fn config(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(default);
-    Config::with_cases(cases)
-}
 
 /// A file as lines of a small alphabet (so lines repeat, as code does), each ended by `\n` or
 /// `\r\n`, the last one maybe unterminated.
