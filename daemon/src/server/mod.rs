@@ -194,6 +194,8 @@ fn guard_tool_processes(paths: &Paths) {
     if let Err(error) = crate::sandbox::process::start_orphan_reaper() {
         tracing::warn!(%error, "cannot reap the processes tools leave behind");
     }
+    // The namespace probe runs bubblewrap once: on the blocking pool now, not in the first call.
+    drop(tokio::task::spawn_blocking(crate::sandbox::isolation::namespaces));
 }
 
 fn bind(paths: &Paths) -> Result<UnixListener, ServeError> {
