@@ -2,9 +2,9 @@
 //! and its result type. Names follow `resource/verb`.
 //!
 //! Everything else is derived from the table below:
-//! - the daemon registers each method through one generic helper that parses `M::Params` and
-//!   must return `M::Result` (`daemon/src/server/rpc.rs`), and a daemon test checks that it
-//!   registers exactly [`NAMES`];
+//! - the daemon serves each method through one generic helper that parses `M::Params` and
+//!   whose handler must answer `M::Result` (`daemon/src/server/rpc.rs`), and a daemon test
+//!   checks that it registers exactly [`NAMES`];
 //! - the client calls any method as [`Client::call::<M>`](crate::Client::call), typed by it;
 //! - the JSON Schema ([`crate::schema::api_schema`]) walks the table with [`visit`], and a test
 //!   checks that it lists exactly [`NAMES`].
@@ -12,12 +12,16 @@
 //! A method's type is named after its wire name (`session/setMode` is [`SessionSetMode`]); where
 //! that is also the name of its result type, the table spells the result `crate::types::…`.
 //!
-//! To add a method: add one line to the `api_table!` invocation below (a type name, a constant
-//! for the name, the wire name, the params type and the result type, both in
-//! [`crate::types`]), register its handler in `rpc::module` with `register::<methods::NewOne>`,
-//! add a convenience method on the client if frontends call it often, and regenerate
-//! `api.schema.json` with `CWCODE_WRITE_SCHEMA=1 cargo test -p cwcode-protocol schema`. The
-//! tests fail until the daemon serves it and the checked-in schema lists it.
+//! To add a method:
+//! 1. add one line to the `api_table!` invocation below: the method's type, a constant for its
+//!    name, the wire name, the params type and the result type (both in [`crate::types`]);
+//! 2. serve it in the daemon's `rpc::module` with `api.serve(methods::NewOne, handler)`;
+//! 3. regenerate `api.schema.json` with `CWCODE_WRITE_SCHEMA=1 cargo test -p cwcode-protocol
+//!    schema`.
+//!
+//! Clients can call it at once with `client.call::<methods::NewOne>(&params)`; add a named
+//! convenience method on [`crate::Client`] only if frontends call it often. The tests fail until
+//! the daemon serves the new method and the checked-in schema lists it.
 
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -1,5 +1,6 @@
-//! The JSON-RPC methods (SPEC §4). Each method parses its params, calls into the session room and
-//! maps errors to typed application codes.
+//! The JSON-RPC methods (SPEC §4), served as the API table in `cwcode_protocol::methods` types
+//! them: each handler gets its method's params, calls into the session room and answers with its
+//! method's result, mapping errors to typed application codes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,22 +60,29 @@ fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned
     }
 }
 
-/// Registers method `M` of the API table: its params are parsed as `M::Params` and the handler
-/// must answer with `M::Result`, so a handler that disagrees with the table does not compile.
-fn register<M, Handler, Answer>(
-    module: &mut RpcModule<Daemon>,
-    handler: Handler,
-) -> Result<(), RegisterMethodError>
-where
-    M: Method,
-    Handler: Fn(Arc<Daemon>, M::Params) -> Answer + Clone + Send + Sync + 'static,
-    Answer: Future<Output = Result<M::Result, ErrorObjectOwned>> + Send,
-{
-    module.register_async_method(M::NAME, move |params, daemon, _| {
-        let handler = handler.clone();
-        async move { handler(daemon, parse::<M::Params>(&params)?).await }
-    })?;
-    Ok(())
+/// Registers the methods of the API table on the module.
+struct Registrar<'module>(&'module mut RpcModule<Daemon>);
+
+impl Registrar<'_> {
+    /// Serves method `M`: its params are parsed as `M::Params` and the handler must answer with
+    /// `M::Result`, so a handler that disagrees with the table does not compile.
+    fn serve<M, Handler, Answer>(
+        &mut self,
+        _method: M,
+        handler: Handler,
+    ) -> Result<(), RegisterMethodError>
+    where
+        M: Method,
+        Handler: Fn(Arc<Daemon>, M::Params) -> Answer + Clone + Send + Sync + 'static,
+        Answer: Future<Output = Result<M::Result, ErrorObjectOwned>> + Send,
+    {
+        self.0
+            .register_async_method(M::NAME, move |params, daemon, _| {
+                let handler = handler.clone();
+                async move { handler(daemon, parse::<M::Params>(&params)?).await }
+            })?;
+        Ok(())
+    }
 }
 
 fn session(daemon: &Daemon, session_id: &str) -> Result<Arc<Session>, ErrorObjectOwned> {
@@ -83,31 +91,32 @@ fn session(daemon: &Daemon, session_id: &str) -> Result<Arc<Session>, ErrorObjec
 
 pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodError> {
     let mut module = RpcModule::from_arc(daemon);
+    let mut api = Registrar(&mut module);
 
-    register::<methods::DaemonInfo, _, _>(&mut module, |daemon, NoParams {}| async move {
+    api.serve(methods::DaemonInfo, |daemon, NoParams {}| async move {
         Ok(daemon_info(&daemon))
     })?;
-    register::<methods::DaemonDoctor, _, _>(&mut module, |daemon, NoParams {}| async move {
+    api.serve(methods::DaemonDoctor, |daemon, NoParams {}| async move {
         // The sandbox probe confines a throwaway thread: keep it off the async workers.
         let sandbox = tokio::task::spawn_blocking(crate::sandbox::report)
             .await
             .map_err(|error| internal_error(error.to_string()))?;
         Ok(doctor(&daemon, sandbox))
     })?;
-    register::<methods::DaemonShutdown, _, _>(&mut module, |daemon, NoParams {}| async move {
+    api.serve(methods::DaemonShutdown, |daemon, NoParams {}| async move {
         daemon.shutdown.cancel();
         Ok(ShutdownResult { stopping: true })
     })?;
-    register::<methods::SessionCreate, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionCreate, |daemon, params| async move {
         daemon.sessions.create(params).map_err(rpc_error)
     })?;
-    register::<methods::SessionList, _, _>(&mut module, |daemon, NoParams {}| async move {
+    api.serve(methods::SessionList, |daemon, NoParams {}| async move {
         Ok(daemon.sessions.list())
     })?;
-    register::<methods::SessionGet, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionGet, |daemon, params| async move {
         Ok(session(&daemon, &params.session_id)?.info())
     })?;
-    register::<methods::SessionDelete, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionDelete, |daemon, params| async move {
         daemon
             .sessions
             .delete(&params.session_id)
@@ -115,61 +124,61 @@ pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodEr
             .map_err(rpc_error)?;
         Ok(DeleteResult { deleted: true })
     })?;
-    register::<methods::SessionSend, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionSend, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .send(params.text)
             .map_err(rpc_error)
     })?;
-    register::<methods::SessionCancel, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionCancel, |daemon, params| async move {
         let cancelled = session(&daemon, &params.session_id)?.cancel();
         Ok(CancelResult { cancelled })
     })?;
-    register::<methods::SessionSetMode, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionSetMode, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .set_mode(params.mode)
             .map_err(rpc_error)
     })?;
-    register::<methods::SessionSetProfile, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionSetProfile, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .set_profile(&params.profile)
             .map_err(rpc_error)
     })?;
-    register::<methods::ApprovalRespond, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::ApprovalRespond, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .respond(&params.request_id, params.decision, params.reason)
             .map_err(rpc_error)?;
         Ok(Acknowledged { ok: true })
     })?;
-    register::<methods::SessionCompact, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionCompact, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .compact()
             .map_err(rpc_error)?;
         Ok(CompactResult { queued: true })
     })?;
-    register::<methods::SessionCheckpoints, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionCheckpoints, |daemon, params| async move {
         let session = session(&daemon, &params.session_id)?;
         session.checkpoints().await.map_err(rpc_error)
     })?;
-    register::<methods::SessionRewind, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionRewind, |daemon, params| async move {
         let session = session(&daemon, &params.session_id)?;
         session.rewind(Some(params.turn)).await.map_err(rpc_error)
     })?;
-    register::<methods::SessionUndoRewind, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionUndoRewind, |daemon, params| async move {
         let session = session(&daemon, &params.session_id)?;
         session.rewind(None).await.map_err(rpc_error)
     })?;
-    register::<methods::SessionCache, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionCache, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .cache_report()
             .map_err(rpc_error)
     })?;
-    register::<methods::SessionCost, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::SessionCost, |daemon, params| async move {
         daemon
             .sessions
             .cost_report(&params.session_id)
             .map_err(rpc_error)
     })?;
-    register::<methods::ConfigSetKey, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::ConfigSetKey, |daemon, params| async move {
         daemon
             .shared
             .providers
@@ -183,27 +192,27 @@ pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodEr
             })?;
         Ok(Acknowledged { ok: true })
     })?;
-    register::<methods::GoalAdd, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::GoalAdd, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .goal_add(&params.text)
             .map_err(rpc_error)
     })?;
-    register::<methods::GoalStart, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::GoalStart, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .goal_start(params)
             .map_err(rpc_error)
     })?;
-    register::<methods::GoalStop, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::GoalStop, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .goal_stop()
             .map_err(rpc_error)
     })?;
-    register::<methods::GoalStatus, _, _>(&mut module, |daemon, params| async move {
+    api.serve(methods::GoalStatus, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .goal_status()
             .map_err(rpc_error)
     })?;
-    register::<methods::ProfileList, _, _>(&mut module, |daemon, NoParams {}| async move {
+    api.serve(methods::ProfileList, |daemon, NoParams {}| async move {
         Ok(daemon.shared.providers.profiles())
     })?;
     type Subscribe = methods::SessionSubscribe;
