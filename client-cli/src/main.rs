@@ -417,7 +417,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print!("{}", render::doctor(&report));
             }
             let healthy = report.config_error.is_none()
-                && report.default_profile.is_ok()
+                && report.default_profile.is_some()
                 && report.home_mode == 0o700
                 && report.socket_mode == 0o600
                 && report.config_key_exposed.is_none()

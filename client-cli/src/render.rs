@@ -8,7 +8,8 @@ use std::io::{IsTerminal, Write};
 use cwcode_protocol::event::retrying_line;
 use cwcode_protocol::{
     CacheReport, CheckpointInfo, CostReport, DaemonInfo, DoctorReport, Event, EventKind,
-    GoalStatus, ProfileInfo, RewindResult, SessionInfo, TodoStatus,
+    GoalStatus, LandlockSupport, NamespaceSupport, ProfileInfo, RewindResult, SandboxReport,
+    SessionInfo, TodoStatus,
 };
 
 pub struct Renderer {
@@ -460,11 +461,14 @@ pub fn doctor(report: &DoctorReport) -> String {
             );
         }
     }
-    match &report.default_profile {
-        Ok(profile) => {
+    match (&report.default_profile, &report.default_profile_problem) {
+        (Some(profile), _) => {
             let _ = writeln!(out, "[ok ] default profile: {profile}");
         }
-        Err(fix) => {
+        (None, problem) => {
+            let fix = problem
+                .as_deref()
+                .unwrap_or("set `default_profile` in config.json");
             let _ = writeln!(out, "[FIX] no usable profile: {fix}");
         }
     }
@@ -488,44 +492,47 @@ pub fn doctor(report: &DoctorReport) -> String {
 }
 
 /// The layers that keep tool commands away from the daemon, its home and the rest of the disk.
-fn sandbox_lines(out: &mut String, sandbox: &serde_json::Value) {
+fn sandbox_lines(out: &mut String, sandbox: &SandboxReport) {
     let mark = |ok: bool| if ok { "ok " } else { "FIX" };
-    let landlock = &sandbox["landlock"];
-    let landlock_status = landlock["status"].as_str().unwrap_or("unknown");
-    let landlock_detail = match landlock_status {
-        "enforced" | "partial" => format!("Landlock ABI {}", landlock["abi"]),
-        _ => landlock["reason"].as_str().unwrap_or("").to_owned(),
-    };
-    let namespaces = &sandbox["namespaces"];
-    if namespaces["status"] == "bubblewrap" {
-        let _ = writeln!(
-            out,
-            "[ok ] sandbox: commands run in their own namespaces ({}): the home is hidden, \
-             writes reach only the workspace and temp dirs, and what a command starts dies with it",
-            namespaces["program"].as_str().unwrap_or("bwrap")
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "[FIX] sandbox: no namespaces, so commands can read the daemon's home: {}",
-            namespaces["reason"].as_str().unwrap_or("unknown")
-        );
-        let _ = writeln!(
-            out,
-            "[{}] sandbox: writes confined to the workspace: {landlock_status} ({landlock_detail})",
-            mark(landlock_status == "enforced" || landlock_status == "partial")
-        );
+    match &sandbox.namespaces {
+        NamespaceSupport::Bubblewrap { program } => {
+            let _ = writeln!(
+                out,
+                "[ok ] sandbox: commands run in their own namespaces ({program}): the home is \
+                 hidden, writes reach only the workspace and temp dirs, and what a command starts \
+                 dies with it"
+            );
+        }
+        NamespaceSupport::Unavailable { reason } => {
+            let _ = writeln!(
+                out,
+                "[FIX] sandbox: no namespaces, so commands can read the daemon's home: {reason}"
+            );
+            let (confined, landlock) = match &sandbox.landlock {
+                LandlockSupport::Enforced { abi } => {
+                    (true, format!("enforced (Landlock ABI {abi})"))
+                }
+                LandlockSupport::Partial { abi } => (true, format!("partial (Landlock ABI {abi})")),
+                LandlockSupport::Unsupported { reason } => {
+                    (false, format!("unsupported ({reason})"))
+                }
+            };
+            let _ = writeln!(
+                out,
+                "[{}] sandbox: writes confined to the workspace: {landlock}",
+                mark(confined)
+            );
+        }
     }
-    let flag = |name: &str| sandbox[name].as_bool().unwrap_or(false);
     let layers = [
-        (flag("environment_allow_list"), "allow-listed environment"),
+        (sandbox.environment_allow_list, "allow-listed environment"),
         (
-            flag("descendants_refused"),
+            sandbox.descendants_refused,
             "tool processes refused as API clients",
         ),
-        (flag("subreaper"), "escaped processes adopted and reaped"),
+        (sandbox.subreaper, "escaped processes adopted and reaped"),
         (
-            flag("process_groups"),
+            sandbox.process_groups,
             "own process group, killed with the call",
         ),
     ];
@@ -574,4 +581,75 @@ pub fn goal_status(status: &GoalStatus) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> DoctorReport {
+        DoctorReport {
+            version: "0.1.0".to_owned(),
+            home: "/home/u/.cwcode".to_owned(),
+            socket: "/home/u/.cwcode/cwcoded.sock".to_owned(),
+            home_mode: 0o700,
+            socket_mode: 0o600,
+            config_error: None,
+            default_profile: None,
+            default_profile_problem: Some("add a profile to config.json".to_owned()),
+            profiles: Vec::new(),
+            sandbox: SandboxReport {
+                os: "linux".to_owned(),
+                landlock: LandlockSupport::Enforced { abi: 7 },
+                sandbox_exec: false,
+                process_groups: true,
+                namespaces: NamespaceSupport::Unavailable {
+                    reason: "bwrap is not installed".to_owned(),
+                },
+                environment_allow_list: true,
+                subreaper: false,
+                descendants_refused: true,
+                always_writable: vec!["/tmp".to_owned()],
+            },
+            session_problems: Vec::new(),
+            config_key_exposed: None,
+        }
+    }
+
+    #[test]
+    fn doctor_names_what_to_fix_from_the_typed_report() {
+        let text = doctor(&report());
+        assert!(
+            text.contains("[FIX] no usable profile: add a profile to config.json"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[FIX] sandbox: no namespaces, so commands can read the daemon's home: bwrap is not installed"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "[ok ] sandbox: writes confined to the workspace: enforced (Landlock ABI 7)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("; missing: escaped processes adopted and reaped"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn doctor_shows_the_default_profile_and_the_namespaces() {
+        let mut report = report();
+        report.default_profile = Some("deepseek".to_owned());
+        report.default_profile_problem = None;
+        report.sandbox.namespaces = NamespaceSupport::Bubblewrap {
+            program: "/usr/bin/bwrap".to_owned(),
+        };
+        let text = doctor(&report);
+        assert!(text.contains("[ok ] default profile: deepseek"), "{text}");
+        assert!(text.contains("own namespaces (/usr/bin/bwrap)"), "{text}");
+        assert!(!text.contains("writes confined"), "{text}");
+    }
 }

@@ -14,12 +14,11 @@ use jsonrpsee::core::client::{
 };
 use jsonrpsee::core::traits::ToRpcParams;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use tokio::net::UnixStream;
 
 use crate::event::{Event, EventKind};
-use crate::methods;
+use crate::methods::{self, Method, Subscription as SubscriptionMethod};
 use crate::paths::Paths;
 use crate::types::*;
 
@@ -177,12 +176,9 @@ impl Client {
         Ok(Self { rpc: Arc::new(rpc) })
     }
 
-    async fn call<P: Serialize, R: DeserializeOwned>(
-        &self,
-        method: &str,
-        params: P,
-    ) -> Result<R, ClientError> {
-        Ok(self.rpc.request(method, Prepared::new(&params)?).await?)
+    /// Calls method `M` of the API table with its typed params; the answer is its typed result.
+    pub async fn call<M: Method>(&self, params: &M::Params) -> Result<M::Result, ClientError> {
+        Ok(self.rpc.request(M::NAME, Prepared::new(params)?).await?)
     }
 
     /// Calls any method with raw JSON params and returns the raw JSON result.
@@ -199,18 +195,15 @@ impl Client {
     }
 
     pub async fn info(&self) -> Result<DaemonInfo, ClientError> {
-        self.call(methods::DAEMON_INFO, serde_json::json!({})).await
+        self.call::<methods::DaemonInfo>(&NoParams {}).await
     }
 
     pub async fn doctor(&self) -> Result<DoctorReport, ClientError> {
-        self.call(methods::DAEMON_DOCTOR, serde_json::json!({}))
-            .await
+        self.call::<methods::DaemonDoctor>(&NoParams {}).await
     }
 
     pub async fn shutdown(&self) -> Result<(), ClientError> {
-        let _: serde_json::Value = self
-            .call(methods::DAEMON_SHUTDOWN, serde_json::json!({}))
-            .await?;
+        self.call::<methods::DaemonShutdown>(&NoParams {}).await?;
         Ok(())
     }
 
@@ -218,22 +211,20 @@ impl Client {
         &self,
         params: &CreateSessionParams,
     ) -> Result<SessionInfo, ClientError> {
-        self.call(methods::SESSION_CREATE, params).await
+        self.call::<methods::SessionCreate>(params).await
     }
 
     pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>, ClientError> {
-        self.call(methods::SESSION_LIST, serde_json::json!({}))
-            .await
+        self.call::<methods::SessionList>(&NoParams {}).await
     }
 
     pub async fn get_session(&self, session_id: &str) -> Result<SessionInfo, ClientError> {
-        self.call(methods::SESSION_GET, session_ref(session_id))
+        self.call::<methods::SessionGet>(&session_ref(session_id))
             .await
     }
 
     pub async fn delete_session(&self, session_id: &str) -> Result<(), ClientError> {
-        let _: serde_json::Value = self
-            .call(methods::SESSION_DELETE, session_ref(session_id))
+        self.call::<methods::SessionDelete>(&session_ref(session_id))
             .await?;
         Ok(())
     }
@@ -243,11 +234,11 @@ impl Client {
             session_id: session_id.to_owned(),
             text: text.to_owned(),
         };
-        self.call(methods::SESSION_SEND, params).await
+        self.call::<methods::SessionSend>(&params).await
     }
 
     pub async fn cancel(&self, session_id: &str) -> Result<CancelResult, ClientError> {
-        self.call(methods::SESSION_CANCEL, session_ref(session_id))
+        self.call::<methods::SessionCancel>(&session_ref(session_id))
             .await
     }
 
@@ -256,7 +247,7 @@ impl Client {
             session_id: session_id.to_owned(),
             mode,
         };
-        self.call(methods::SESSION_SET_MODE, params).await
+        self.call::<methods::SessionSetMode>(&params).await
     }
 
     /// Switches the session's provider profile; the next request uses it.
@@ -269,27 +260,26 @@ impl Client {
             session_id: session_id.to_owned(),
             profile: profile.to_owned(),
         };
-        self.call(methods::SESSION_SET_PROFILE, params).await
+        self.call::<methods::SessionSetProfile>(&params).await
     }
 
     pub async fn respond_approval(
         &self,
         params: &ApprovalRespondParams,
     ) -> Result<(), ClientError> {
-        let _: serde_json::Value = self.call(methods::APPROVAL_RESPOND, params).await?;
+        self.call::<methods::ApprovalRespond>(params).await?;
         Ok(())
     }
 
     /// Asks for the session's older turns to be summarised; it runs after any queued turns.
     pub async fn compact(&self, session_id: &str) -> Result<(), ClientError> {
-        let _: serde_json::Value = self
-            .call(methods::SESSION_COMPACT, session_ref(session_id))
+        self.call::<methods::SessionCompact>(&session_ref(session_id))
             .await?;
         Ok(())
     }
 
     pub async fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, ClientError> {
-        self.call(methods::SESSION_CHECKPOINTS, session_ref(session_id))
+        self.call::<methods::SessionCheckpoints>(&session_ref(session_id))
             .await
     }
 
@@ -299,21 +289,21 @@ impl Client {
             session_id: session_id.to_owned(),
             turn,
         };
-        self.call(methods::SESSION_REWIND, params).await
+        self.call::<methods::SessionRewind>(&params).await
     }
 
     pub async fn undo_rewind(&self, session_id: &str) -> Result<RewindResult, ClientError> {
-        self.call(methods::SESSION_UNDO_REWIND, session_ref(session_id))
+        self.call::<methods::SessionUndoRewind>(&session_ref(session_id))
             .await
     }
 
     pub async fn cache(&self, session_id: &str) -> Result<CacheReport, ClientError> {
-        self.call(methods::SESSION_CACHE, session_ref(session_id))
+        self.call::<methods::SessionCache>(&session_ref(session_id))
             .await
     }
 
     pub async fn cost(&self, session_id: &str) -> Result<CostReport, ClientError> {
-        self.call(methods::SESSION_COST, session_ref(session_id))
+        self.call::<methods::SessionCost>(&session_ref(session_id))
             .await
     }
 
@@ -322,7 +312,7 @@ impl Client {
             profile: profile.to_owned(),
             key: key.to_owned(),
         };
-        let _: serde_json::Value = self.call(methods::CONFIG_SET_KEY, params).await?;
+        self.call::<methods::ConfigSetKey>(&params).await?;
         Ok(())
     }
 
@@ -332,25 +322,25 @@ impl Client {
             session_id: session_id.to_owned(),
             text: text.to_owned(),
         };
-        self.call(methods::GOAL_ADD, params).await
+        self.call::<methods::GoalAdd>(&params).await
     }
 
     pub async fn goal_start(&self, params: &GoalStartParams) -> Result<GoalStatus, ClientError> {
-        self.call(methods::GOAL_START, params).await
+        self.call::<methods::GoalStart>(params).await
     }
 
     pub async fn goal_stop(&self, session_id: &str) -> Result<GoalStatus, ClientError> {
-        self.call(methods::GOAL_STOP, session_ref(session_id)).await
+        self.call::<methods::GoalStop>(&session_ref(session_id))
+            .await
     }
 
     pub async fn goal_status(&self, session_id: &str) -> Result<GoalStatus, ClientError> {
-        self.call(methods::GOAL_STATUS, session_ref(session_id))
+        self.call::<methods::GoalStatus>(&session_ref(session_id))
             .await
     }
 
     pub async fn list_profiles(&self) -> Result<Vec<ProfileInfo>, ClientError> {
-        self.call(methods::PROFILE_LIST, serde_json::json!({}))
-            .await
+        self.call::<methods::ProfileList>(&NoParams {}).await
     }
 
     /// Subscribes to a session's events. With `since: Some(seq)` the journal is replayed from
@@ -377,16 +367,17 @@ async fn open_subscription(
     rpc: &RpcClient,
     session_id: &str,
     since: Option<u64>,
-) -> Result<Subscription<Event>, ClientError> {
-    let params = SubscribeParams {
+) -> Result<Subscription<<methods::SessionSubscribe as SubscriptionMethod>::Item>, ClientError> {
+    type Subscribe = methods::SessionSubscribe;
+    let params: <Subscribe as SubscriptionMethod>::Params = SubscribeParams {
         session_id: session_id.to_owned(),
         since,
     };
     Ok(rpc
         .subscribe(
-            methods::SESSION_SUBSCRIBE,
+            Subscribe::NAME,
             Prepared::new(&params)?,
-            methods::SESSION_UNSUBSCRIBE,
+            Subscribe::UNSUBSCRIBE,
         )
         .await?)
 }

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorCode {
     SessionNotFound = -32001,
     SessionBusy = -32002,
-    InvalidMode = -32003,
-    StaleHashes = -32004,
+    // -32003 and -32004 (invalid mode, stale hashes) are retired, not reused: an unknown mode is
+    // an invalid-params error naming the modes, and stale hashes are a tool result the model
+    // acts on, never an API error.
     ApprovalNotFound = -32005,
     ProfileNotFound = -32006,
     InvalidWorkspace = -32007,
@@ -30,8 +31,6 @@ impl ErrorCode {
         [
             Self::SessionNotFound,
             Self::SessionBusy,
-            Self::InvalidMode,
-            Self::StaleHashes,
             Self::ApprovalNotFound,
             Self::ProfileNotFound,
             Self::InvalidWorkspace,

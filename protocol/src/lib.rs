@@ -14,4 +14,5 @@ pub mod types;
 pub use client::{Client, ClientError, ConnectOptions};
 pub use error::ErrorCode;
 pub use event::{Event, EventKind, TurnOutcome};
+pub use methods::Method;
 pub use types::*;

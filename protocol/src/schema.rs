@@ -2,111 +2,43 @@
 //! `api.schema.json`, so that any client in any language can be written against it.
 
 use schemars::{JsonSchema, schema_for};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::event::Event;
-use crate::methods;
-use crate::types::*;
+use crate::methods::{self, Method, Subscription, Visitor};
 
 fn schema<T: JsonSchema>() -> Value {
     serde_json::to_value(schema_for!(T)).unwrap_or(Value::Null)
 }
 
-fn method<P: JsonSchema, R: JsonSchema>() -> Value {
-    json!({ "params": schema::<P>(), "result": schema::<R>() })
+/// Collects each method's entry of the schema.
+#[derive(Default)]
+struct Entries(Map<String, Value>);
+
+impl Visitor for Entries {
+    fn method<M: Method>(&mut self) {
+        let entry = json!({ "params": schema::<M::Params>(), "result": schema::<M::Result>() });
+        self.0.insert(M::NAME.to_owned(), entry);
+    }
+
+    fn subscription<S: Subscription>(&mut self) {
+        let entry = json!({
+            "params": schema::<S::Params>(),
+            "notification": S::NOTIFICATION,
+            "unsubscribe": S::UNSUBSCRIBE,
+            "event": schema::<S::Item>(),
+        });
+        self.0.insert(S::NAME.to_owned(), entry);
+    }
 }
 
-/// Every method's params and result, and the event shape that subscriptions carry.
+/// Every method's params and result, and the event shape that subscriptions carry: one entry
+/// per line of the API table in [`crate::methods`].
 pub fn api_schema() -> Value {
-    let no_params = || json!({ "type": "object" });
-    let plain = |params: Value, result: Value| json!({ "params": params, "result": result });
-    let entries: Vec<(&str, Value)> = vec![
-        (
-            methods::DAEMON_INFO,
-            plain(no_params(), schema::<DaemonInfo>()),
-        ),
-        (
-            methods::DAEMON_DOCTOR,
-            plain(no_params(), schema::<DoctorReport>()),
-        ),
-        (methods::DAEMON_SHUTDOWN, plain(no_params(), no_params())),
-        (
-            methods::SESSION_CREATE,
-            method::<CreateSessionParams, SessionInfo>(),
-        ),
-        (
-            methods::SESSION_LIST,
-            plain(no_params(), schema::<Vec<SessionInfo>>()),
-        ),
-        (methods::SESSION_GET, method::<SessionRef, SessionInfo>()),
-        (
-            methods::SESSION_DELETE,
-            plain(schema::<SessionRef>(), no_params()),
-        ),
-        (methods::SESSION_SEND, method::<SendParams, SendResult>()),
-        (
-            methods::SESSION_CANCEL,
-            method::<SessionRef, CancelResult>(),
-        ),
-        (
-            methods::SESSION_SET_MODE,
-            method::<SetModeParams, SessionInfo>(),
-        ),
-        (
-            methods::SESSION_SET_PROFILE,
-            method::<SetProfileParams, SessionInfo>(),
-        ),
-        (
-            methods::SESSION_CHECKPOINTS,
-            method::<SessionRef, Vec<CheckpointInfo>>(),
-        ),
-        (
-            methods::SESSION_REWIND,
-            method::<RewindParams, RewindResult>(),
-        ),
-        (
-            methods::SESSION_UNDO_REWIND,
-            method::<SessionRef, RewindResult>(),
-        ),
-        (
-            methods::SESSION_COMPACT,
-            plain(schema::<SessionRef>(), no_params()),
-        ),
-        (methods::SESSION_CACHE, method::<SessionRef, CacheReport>()),
-        (methods::SESSION_COST, method::<SessionRef, CostReport>()),
-        (
-            methods::SESSION_SUBSCRIBE,
-            json!({
-                "params": schema::<SubscribeParams>(),
-                "notification": methods::SESSION_EVENT,
-                "unsubscribe": methods::SESSION_UNSUBSCRIBE,
-                "event": schema::<Event>(),
-            }),
-        ),
-        (
-            methods::APPROVAL_RESPOND,
-            plain(schema::<ApprovalRespondParams>(), no_params()),
-        ),
-        (methods::GOAL_ADD, method::<GoalAddParams, GoalStatus>()),
-        (methods::GOAL_START, method::<GoalStartParams, GoalStatus>()),
-        (methods::GOAL_STOP, method::<SessionRef, GoalStatus>()),
-        (methods::GOAL_STATUS, method::<SessionRef, GoalStatus>()),
-        (
-            methods::PROFILE_LIST,
-            plain(no_params(), schema::<Vec<ProfileInfo>>()),
-        ),
-        (
-            methods::CONFIG_SET_KEY,
-            plain(schema::<SetKeyParams>(), no_params()),
-        ),
-    ];
-    let methods: serde_json::Map<String, Value> = entries
-        .into_iter()
-        .map(|(name, entry)| (name.to_owned(), entry))
-        .collect();
+    let mut entries = Entries::default();
+    methods::visit(&mut entries);
     json!({
         "title": "cwcode daemon API (JSON-RPC 2.0 over HTTP and WebSocket on a Unix socket)",
-        "methods": methods,
+        "methods": entries.0,
     })
 }
 
@@ -129,5 +61,58 @@ mod tests {
             checked_in == generated,
             "api.schema.json is out of date: run CWCODE_WRITE_SCHEMA=1 cargo test -p cwcode-protocol schema"
         );
+    }
+
+    /// A method added to the table is in the schema with nothing else to edit, and nothing
+    /// outside the table is.
+    #[test]
+    fn the_schema_lists_exactly_the_tables_methods() {
+        let schema = api_schema();
+        let mut listed: Vec<&str> = schema["methods"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        // An unsubscribe method is described inside its subscription's entry.
+        let mut expected: Vec<&str> = methods::NAMES
+            .iter()
+            .copied()
+            .filter(|name| *name != methods::SESSION_UNSUBSCRIBE)
+            .collect();
+        listed.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(listed, expected);
+        let subscribe = &schema["methods"][methods::SESSION_SUBSCRIBE];
+        assert_eq!(subscribe["unsubscribe"], methods::SESSION_UNSUBSCRIBE);
+        assert_eq!(subscribe["notification"], methods::SESSION_EVENT);
+    }
+
+    /// Every result is a typed struct (or a list of them): the schema names its properties.
+    #[test]
+    fn every_result_has_a_typed_shape() {
+        let schema = api_schema();
+        for (name, entry) in schema["methods"].as_object().unwrap() {
+            let Some(result) = entry.get("result") else {
+                continue;
+            };
+            let shaped = result.get("properties").is_some()
+                || result["items"].get("$ref").is_some()
+                || result["items"].get("properties").is_some();
+            assert!(shaped, "{name} has an untyped result: {result}");
+        }
+    }
+
+    /// The doctor's default profile is an optional name, not a serialised Rust `Result`.
+    #[test]
+    fn the_doctor_report_is_camel_case_without_rust_shapes() {
+        let result = &api_schema()["methods"][methods::DAEMON_DOCTOR]["result"];
+        let properties = &result["properties"];
+        assert!(properties.get("defaultProfile").is_some(), "{properties}");
+        assert!(properties.get("defaultProfileProblem").is_some());
+        let text = result.to_string();
+        assert!(text.contains("alwaysWritable"), "{text}");
+        assert!(!text.contains("\"Ok\""), "{text}");
+        assert!(!text.contains("always_writable"), "{text}");
     }
 }

@@ -122,6 +122,39 @@ pub struct SendResult {
     pub queued: bool,
 }
 
+/// The params of a method that takes none: `{}`, or no `params` at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NoParams {}
+
+/// `daemon/shutdown`: the daemon drains its turns and exits after answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShutdownResult {
+    pub stopping: bool,
+}
+
+/// `session/delete`: the session and its files are gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteResult {
+    pub deleted: bool,
+}
+
+/// `session/compact`: the summary runs after any queued turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResult {
+    pub queued: bool,
+}
+
+/// The answer of a method whose only outcome is that it was done (`approval/respond`,
+/// `config/setKey`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Acknowledged {
+    pub ok: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CancelResult {
@@ -379,11 +412,14 @@ pub struct DoctorReport {
     pub home_mode: u32,
     pub socket_mode: u32,
     pub config_error: Option<String>,
-    /// The profile new sessions get, or what to set up so that there is one.
-    pub default_profile: Result<String, String>,
+    /// The profile new sessions get; `None` when there is none, and then
+    /// `default_profile_problem` says what to set up.
+    pub default_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_profile_problem: Option<String>,
     pub profiles: Vec<ProfileInfo>,
-    /// What the sandbox can enforce on this machine (Landlock ABI, process groups, …).
-    pub sandbox: serde_json::Value,
+    /// What the sandbox can enforce on this machine (Landlock ABI, namespaces, process groups, …).
+    pub sandbox: SandboxReport,
     /// Sessions that could not be loaded, or were loaded only after leaving something out.
     #[serde(default)]
     pub session_problems: Vec<SessionProblem>,
@@ -391,6 +427,61 @@ pub struct DoctorReport {
     /// what is wrong and the command that fixes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_key_exposed: Option<String>,
+}
+
+/// What the sandbox can enforce on this machine, as the daemon probed it (SPEC §7.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxReport {
+    /// `linux`, `macos`, …
+    pub os: String,
+    /// Whether Landlock confines the writes of the commands tools run.
+    pub landlock: LandlockSupport,
+    /// macOS: commands run under `sandbox-exec` with the same write confinement.
+    pub sandbox_exec: bool,
+    /// Every command leads its own process group, killed whole on timeout, cancel or session end.
+    pub process_groups: bool,
+    /// Whether commands run in their own mount and pid namespaces, in which the daemon's home is
+    /// hidden and everything a command starts dies with it.
+    pub namespaces: NamespaceSupport,
+    /// Commands get an allow-listed environment (never the daemon's socket, home or keys).
+    pub environment_allow_list: bool,
+    /// The daemon adopts what escapes a command's process group, so that it stays a descendant
+    /// (refused as an API client) and is reaped.
+    pub subreaper: bool,
+    /// Connections from the daemon's own descendants (tool commands) are refused.
+    pub descendants_refused: bool,
+    /// Where a confined command may write besides its workspace and the config's extra roots.
+    pub always_writable: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "status",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum NamespaceSupport {
+    /// bubblewrap at `program` wraps every command; the home is hidden from it.
+    Bubblewrap { program: String },
+    /// Commands share the daemon's view: they can read its home (Landlock confines writes only).
+    Unavailable { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "status",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum LandlockSupport {
+    /// Every restriction cwcode asks for is enforced; `abi` is the kernel's Landlock ABI.
+    Enforced { abi: u32 },
+    /// Some are: the kernel's Landlock predates part of them (truncation is controlled from
+    /// ABI 3, renames across directories from ABI 2).
+    Partial { abi: u32 },
+    /// Commands can write wherever the daemon's user can.
+    Unsupported { reason: String },
 }
 
 /// A session `doctor` reports: damaged (listed, but unusable until fixed) or repaired on load.

@@ -1,56 +1,11 @@
-//! What the sandbox can enforce on this machine, for `cwcode-cli doctor` (SPEC §7.3).
+//! What the sandbox can enforce on this machine, for `cwcode-cli doctor` (SPEC §7.3). The
+//! report's shape is a protocol type; this module probes the platform to fill it.
 
-use std::path::PathBuf;
-
-use serde::{Deserialize, Serialize};
+use cwcode_protocol::NamespaceSupport;
+pub use cwcode_protocol::{LandlockSupport, SandboxReport};
 
 use super::confine::writable_outside_workspaces;
 use super::isolation::{Namespaces, namespaces};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxReport {
-    /// `linux`, `macos`, …
-    pub os: String,
-    /// Whether Landlock confines the writes of the commands tools run.
-    pub landlock: LandlockSupport,
-    /// macOS: commands run under `sandbox-exec` with the same write confinement.
-    pub sandbox_exec: bool,
-    /// Every command leads its own process group, killed whole on timeout, cancel or session end.
-    pub process_groups: bool,
-    /// Whether commands run in their own mount and pid namespaces, in which the daemon's home is
-    /// hidden and everything a command starts dies with it.
-    pub namespaces: NamespaceSupport,
-    /// Commands get an allow-listed environment (never the daemon's socket, home or keys).
-    pub environment_allow_list: bool,
-    /// The daemon adopts what escapes a command's process group, so that it stays a descendant
-    /// (refused as an API client) and is reaped.
-    pub subreaper: bool,
-    /// Connections from the daemon's own descendants (tool commands) are refused.
-    pub descendants_refused: bool,
-    /// Where a confined command may write besides its workspace and the config's extra roots.
-    pub always_writable: Vec<PathBuf>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum NamespaceSupport {
-    /// bubblewrap at `program` wraps every command; the home is hidden from it.
-    Bubblewrap { program: PathBuf },
-    /// Commands share the daemon's view: they can read its home (Landlock confines writes only).
-    Unavailable { reason: String },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum LandlockSupport {
-    /// Every restriction cwcode asks for is enforced; `abi` is the kernel's Landlock ABI.
-    Enforced { abi: u32 },
-    /// Some are: the kernel's Landlock predates part of them (truncation is controlled from
-    /// ABI 3, renames across directories from ABI 2).
-    Partial { abi: u32 },
-    /// Commands can write wherever the daemon's user can.
-    Unsupported { reason: String },
-}
 
 /// Probes the platform (on Linux, by confining a throwaway thread exactly as a command would be).
 pub fn report() -> SandboxReport {
@@ -62,7 +17,7 @@ pub fn report() -> SandboxReport {
         process_groups: true,
         namespaces: match namespaces() {
             Namespaces::Bubblewrap { program } => NamespaceSupport::Bubblewrap {
-                program: program.clone(),
+                program: program.display().to_string(),
             },
             Namespaces::Unavailable { reason } => NamespaceSupport::Unavailable {
                 reason: reason.clone(),
@@ -71,7 +26,10 @@ pub fn report() -> SandboxReport {
         environment_allow_list: true,
         subreaper: super::process::is_subreaper(),
         descendants_refused: true,
-        always_writable: writable_outside_workspaces(),
+        always_writable: writable_outside_workspaces()
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect(),
     }
 }
 
@@ -145,9 +103,9 @@ mod tests {
         let report = report();
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["os"], std::env::consts::OS);
-        assert_eq!(json["process_groups"], true);
+        assert_eq!(json["processGroups"], true);
         assert!(json["landlock"]["status"].is_string(), "{json}");
-        assert!(report.always_writable.contains(&"/tmp".into()));
+        assert!(report.always_writable.iter().any(|path| path == "/tmp"));
         let back: SandboxReport = serde_json::from_value(json).unwrap();
         assert_eq!(back, report);
     }

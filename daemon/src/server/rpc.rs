@@ -1,27 +1,28 @@
-//! The JSON-RPC methods (SPEC §4). Each method parses its params, calls into the session room and
-//! maps errors to typed application codes.
+//! The JSON-RPC methods (SPEC §4), served as the API table in `cwcode_protocol::methods` types
+//! them: each handler gets its method's params, calls into the session room and answers with its
+//! method's result, mapping errors to typed application codes.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cwcode_protocol::methods::{self, Method, Subscription};
 use cwcode_protocol::{
-    ApprovalRespondParams, CancelResult, CreateSessionParams, DaemonInfo, DoctorReport, ErrorCode,
-    Event, EventKind, GoalAddParams, GoalStartParams, RewindParams, SendParams, SessionRef,
-    SetKeyParams, SetModeParams, SetProfileParams, SubscribeParams, methods,
+    Acknowledged, CancelResult, CompactResult, DaemonInfo, DeleteResult, DoctorReport, ErrorCode,
+    Event, EventKind, NoParams, SandboxReport, ShutdownResult,
 };
+use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::core::server::SendTimeoutError;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionSink};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::bus::Replay;
 use crate::session::replay::ReplayReader;
-use crate::session::{SessionError, Sessions, Shared};
+use crate::session::{Session, SessionError, Sessions, Shared};
 
 /// The state every method sees.
 pub struct Daemon {
@@ -50,121 +51,134 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(code.code(), error.to_string(), None::<()>)
 }
 
+/// Params as the method's table entry types them. Absent params are an empty object, so that a
+/// method without params can be called with none (`{"method":"daemon/info"}`).
 fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
-    params.parse()
+    match params.as_str() {
+        Some(_) => params.parse(),
+        None => Params::new(Some("{}")).parse(),
+    }
 }
 
-pub fn module(
-    daemon: Arc<Daemon>,
-) -> Result<RpcModule<Daemon>, jsonrpsee::core::RegisterMethodError> {
-    let mut module = RpcModule::from_arc(daemon);
+/// Registers the methods of the API table on the module.
+struct Registrar<'module>(&'module mut RpcModule<Daemon>);
 
-    module.register_method(methods::DAEMON_INFO, |_, daemon, _| {
-        Ok::<_, ErrorObjectOwned>(daemon_info(daemon))
+impl Registrar<'_> {
+    /// Serves method `M`: its params are parsed as `M::Params` and the handler must answer with
+    /// `M::Result`, so a handler that disagrees with the table does not compile.
+    fn serve<M, Handler, Answer>(
+        &mut self,
+        _method: M,
+        handler: Handler,
+    ) -> Result<(), RegisterMethodError>
+    where
+        M: Method,
+        Handler: Fn(Arc<Daemon>, M::Params) -> Answer + Clone + Send + Sync + 'static,
+        Answer: Future<Output = Result<M::Result, ErrorObjectOwned>> + Send,
+    {
+        self.0
+            .register_async_method(M::NAME, move |params, daemon, _| {
+                let handler = handler.clone();
+                async move { handler(daemon, parse::<M::Params>(&params)?).await }
+            })?;
+        Ok(())
+    }
+}
+
+fn session(daemon: &Daemon, session_id: &str) -> Result<Arc<Session>, ErrorObjectOwned> {
+    daemon.sessions.get(session_id).map_err(rpc_error)
+}
+
+pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodError> {
+    let mut module = RpcModule::from_arc(daemon);
+    let mut api = Registrar(&mut module);
+
+    api.serve(methods::DaemonInfo, |daemon, NoParams {}| async move {
+        Ok(daemon_info(&daemon))
     })?;
-    module.register_async_method(methods::DAEMON_DOCTOR, |_, daemon, _| async move {
+    api.serve(methods::DaemonDoctor, |daemon, NoParams {}| async move {
         // The sandbox probe confines a throwaway thread: keep it off the async workers.
         let sandbox = tokio::task::spawn_blocking(crate::sandbox::report)
             .await
             .map_err(|error| internal_error(error.to_string()))?;
-        Ok::<_, ErrorObjectOwned>(doctor(&daemon, sandbox))
+        Ok(doctor(&daemon, sandbox))
     })?;
-    module.register_method(methods::DAEMON_SHUTDOWN, |_, daemon, _| {
+    api.serve(methods::DaemonShutdown, |daemon, NoParams {}| async move {
         daemon.shutdown.cancel();
-        Ok::<_, ErrorObjectOwned>(json!({ "stopping": true }))
+        Ok(ShutdownResult { stopping: true })
     })?;
-    module.register_method(methods::SESSION_CREATE, |params, daemon, _| {
-        let params: CreateSessionParams = parse(&params)?;
+    api.serve(methods::SessionCreate, |daemon, params| async move {
         daemon.sessions.create(params).map_err(rpc_error)
     })?;
-    module.register_method(methods::SESSION_LIST, |_, daemon, _| {
-        Ok::<_, ErrorObjectOwned>(daemon.sessions.list())
+    api.serve(methods::SessionList, |daemon, NoParams {}| async move {
+        Ok(daemon.sessions.list())
     })?;
-    module.register_method(methods::SESSION_GET, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        Ok::<_, ErrorObjectOwned>(session.info())
+    api.serve(methods::SessionGet, |daemon, params| async move {
+        Ok(session(&daemon, &params.session_id)?.info())
     })?;
-    module.register_async_method(methods::SESSION_DELETE, |params, daemon, _| async move {
-        let params: SessionRef = parse(&params)?;
+    api.serve(methods::SessionDelete, |daemon, params| async move {
         daemon
             .sessions
             .delete(&params.session_id)
             .await
             .map_err(rpc_error)?;
-        Ok::<_, ErrorObjectOwned>(json!({ "deleted": true }))
+        Ok(DeleteResult { deleted: true })
     })?;
-    module.register_method(methods::SESSION_SEND, |params, daemon, _| {
-        let params: SendParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.send(params.text).map_err(rpc_error)
+    api.serve(methods::SessionSend, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .send(params.text)
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::SESSION_CANCEL, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        Ok::<_, ErrorObjectOwned>(CancelResult {
-            cancelled: session.cancel(),
-        })
+    api.serve(methods::SessionCancel, |daemon, params| async move {
+        let cancelled = session(&daemon, &params.session_id)?.cancel();
+        Ok(CancelResult { cancelled })
     })?;
-    module.register_method(methods::SESSION_SET_MODE, |params, daemon, _| {
-        let params: SetModeParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.set_mode(params.mode).map_err(rpc_error)
+    api.serve(methods::SessionSetMode, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .set_mode(params.mode)
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::SESSION_SET_PROFILE, |params, daemon, _| {
-        let params: SetProfileParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.set_profile(&params.profile).map_err(rpc_error)
+    api.serve(methods::SessionSetProfile, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .set_profile(&params.profile)
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::APPROVAL_RESPOND, |params, daemon, _| {
-        let params: ApprovalRespondParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session
+    api.serve(methods::ApprovalRespond, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
             .respond(&params.request_id, params.decision, params.reason)
             .map_err(rpc_error)?;
-        Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
+        Ok(Acknowledged { ok: true })
     })?;
-    module.register_method(methods::SESSION_COMPACT, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.compact().map_err(rpc_error)?;
-        Ok::<_, ErrorObjectOwned>(json!({ "queued": true }))
+    api.serve(methods::SessionCompact, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .compact()
+            .map_err(rpc_error)?;
+        Ok(CompactResult { queued: true })
     })?;
-    module.register_async_method(
-        methods::SESSION_CHECKPOINTS,
-        |params, daemon, _| async move {
-            let params: SessionRef = parse(&params)?;
-            let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-            session.checkpoints().await.map_err(rpc_error)
-        },
-    )?;
-    module.register_async_method(methods::SESSION_REWIND, |params, daemon, _| async move {
-        let params: RewindParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
+    api.serve(methods::SessionCheckpoints, |daemon, params| async move {
+        let session = session(&daemon, &params.session_id)?;
+        session.checkpoints().await.map_err(rpc_error)
+    })?;
+    api.serve(methods::SessionRewind, |daemon, params| async move {
+        let session = session(&daemon, &params.session_id)?;
         session.rewind(Some(params.turn)).await.map_err(rpc_error)
     })?;
-    module.register_async_method(
-        methods::SESSION_UNDO_REWIND,
-        |params, daemon, _| async move {
-            let params: SessionRef = parse(&params)?;
-            let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-            session.rewind(None).await.map_err(rpc_error)
-        },
-    )?;
-    module.register_method(methods::SESSION_CACHE, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.cache_report().map_err(rpc_error)
+    api.serve(methods::SessionUndoRewind, |daemon, params| async move {
+        let session = session(&daemon, &params.session_id)?;
+        session.rewind(None).await.map_err(rpc_error)
     })?;
-    module.register_method(methods::SESSION_COST, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
+    api.serve(methods::SessionCache, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .cache_report()
+            .map_err(rpc_error)
+    })?;
+    api.serve(methods::SessionCost, |daemon, params| async move {
         daemon
             .sessions
             .cost_report(&params.session_id)
             .map_err(rpc_error)
     })?;
-    module.register_method(methods::CONFIG_SET_KEY, |params, daemon, _| {
-        let params: SetKeyParams = parse(&params)?;
+    api.serve(methods::ConfigSetKey, |daemon, params| async move {
         daemon
             .shared
             .providers
@@ -176,35 +190,36 @@ pub fn module(
                     None::<()>,
                 )
             })?;
-        Ok::<_, ErrorObjectOwned>(json!({ "ok": true }))
+        Ok(Acknowledged { ok: true })
     })?;
-    module.register_method(methods::GOAL_ADD, |params, daemon, _| {
-        let params: GoalAddParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.goal_add(&params.text).map_err(rpc_error)
+    api.serve(methods::GoalAdd, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .goal_add(&params.text)
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::GOAL_START, |params, daemon, _| {
-        let params: GoalStartParams = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.goal_start(params).map_err(rpc_error)
+    api.serve(methods::GoalStart, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .goal_start(params)
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::GOAL_STOP, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.goal_stop().map_err(rpc_error)
+    api.serve(methods::GoalStop, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .goal_stop()
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::GOAL_STATUS, |params, daemon, _| {
-        let params: SessionRef = parse(&params)?;
-        let session = daemon.sessions.get(&params.session_id).map_err(rpc_error)?;
-        session.goal_status().map_err(rpc_error)
+    api.serve(methods::GoalStatus, |daemon, params| async move {
+        session(&daemon, &params.session_id)?
+            .goal_status()
+            .map_err(rpc_error)
     })?;
-    module.register_method(methods::PROFILE_LIST, |_, daemon, _| {
-        Ok::<_, ErrorObjectOwned>(daemon.shared.providers.profiles())
+    api.serve(methods::ProfileList, |daemon, NoParams {}| async move {
+        Ok(daemon.shared.providers.profiles())
     })?;
+    type Subscribe = methods::SessionSubscribe;
     module.register_subscription(
-        methods::SESSION_SUBSCRIBE,
-        methods::SESSION_EVENT,
-        methods::SESSION_UNSUBSCRIBE,
+        Subscribe::NAME,
+        Subscribe::NOTIFICATION,
+        Subscribe::UNSUBSCRIBE,
         |params, pending, daemon, _| async move { subscribe(params, pending, daemon).await },
     )?;
     Ok(module)
@@ -233,7 +248,7 @@ fn mode_of(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).map_or(0, |metadata| metadata.permissions().mode() & 0o7777)
 }
 
-fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorReport {
+fn doctor(daemon: &Daemon, sandbox: SandboxReport) -> DoctorReport {
     /// Whether a config.json text gives any profile a non-empty `api_key`.
     fn holds_api_key(text: &str) -> bool {
         let Ok(config) = serde_json::from_str::<serde_json::Value>(text) else {
@@ -262,6 +277,10 @@ fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorRepo
             config.display()
         )
     });
+    let (default_profile, default_profile_problem) = match providers.default_profile() {
+        Ok(name) => (Some(name), None),
+        Err(fix) => (None, Some(fix)),
+    };
     DoctorReport {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         home: paths.home.display().to_string(),
@@ -269,9 +288,10 @@ fn doctor(daemon: &Daemon, sandbox: crate::sandbox::SandboxReport) -> DoctorRepo
         home_mode: mode_of(&paths.home),
         socket_mode: mode_of(&paths.socket),
         config_error: providers.last_error(),
-        default_profile: providers.default_profile(),
+        default_profile,
+        default_profile_problem,
         profiles: providers.profiles(),
-        sandbox: serde_json::to_value(sandbox).unwrap_or_default(),
+        sandbox,
         session_problems: daemon.sessions.problems(),
         config_key_exposed,
     }
@@ -287,7 +307,7 @@ async fn subscribe(
     pending: PendingSubscriptionSink,
     daemon: Arc<Daemon>,
 ) -> SubscriptionResult {
-    let params: SubscribeParams = match parse(&params) {
+    let params: <methods::SessionSubscribe as Subscription>::Params = match parse(&params) {
         Ok(params) => params,
         Err(error) => {
             pending.reject(error).await;
@@ -433,4 +453,76 @@ async fn end(
         .send_timeout(serde_json::value::to_raw_value(&event)?, SEND_DEADLINE)
         .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use cwcode_protocol::paths::Paths;
+
+    use super::*;
+    use crate::provider::pool::Pool;
+    use crate::tools::Registry;
+
+    fn test_module(home: &std::path::Path) -> (Arc<Daemon>, RpcModule<Daemon>) {
+        let paths = Paths::new(home.to_path_buf(), None);
+        let shared = Arc::new(Shared {
+            providers: Pool::load(paths.config()).unwrap(),
+            paths,
+            registry: Arc::new(Registry::standard()),
+            stopping: CancellationToken::new(),
+        });
+        let daemon = Arc::new(Daemon {
+            sessions: Sessions::load(Arc::clone(&shared)),
+            shared,
+            started: Instant::now(),
+            started_at: crate::session::journal::now_rfc3339(),
+            shutdown: CancellationToken::new(),
+        });
+        (Arc::clone(&daemon), module(daemon).unwrap())
+    }
+
+    /// A method added to the API table is served, and the server serves nothing outside it.
+    #[tokio::test]
+    async fn the_server_registers_exactly_the_tables_methods() {
+        let home = tempfile::tempdir().unwrap();
+        let (_, module) = test_module(home.path());
+        let mut registered: Vec<&str> = module.method_names().collect();
+        let mut expected = methods::NAMES.to_vec();
+        registered.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(registered, expected);
+    }
+
+    /// Answers are the table's typed results; a method without params needs none.
+    #[tokio::test]
+    async fn methods_answer_with_their_typed_results() {
+        let home = tempfile::tempdir().unwrap();
+        let (daemon, module) = test_module(home.path());
+        let answer = |request: &'static str| {
+            let module = &module;
+            async move {
+                let (answer, _) = module.raw_json_request(request, 1).await.unwrap();
+                serde_json::from_str::<serde_json::Value>(answer.get()).unwrap()
+            }
+        };
+        let info = answer(r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#).await;
+        let info: DaemonInfo = serde_json::from_value(info["result"].clone()).unwrap();
+        assert_eq!(info.pid, std::process::id());
+
+        let missing = answer(r#"{"jsonrpc":"2.0","id":2,"method":"session/get"}"#).await;
+        assert_eq!(missing["error"]["code"], -32602, "{missing}");
+        assert!(
+            missing["error"]["data"]
+                .as_str()
+                .is_some_and(|why| why.contains("sessionId")),
+            "{missing}"
+        );
+
+        let stopping: <methods::DaemonShutdown as Method>::Result = module
+            .call(methods::DAEMON_SHUTDOWN, jsonrpsee::rpc_params![])
+            .await
+            .unwrap();
+        assert_eq!(stopping, ShutdownResult { stopping: true });
+        assert!(daemon.shutdown.is_cancelled());
+    }
 }
