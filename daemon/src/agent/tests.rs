@@ -34,6 +34,11 @@ enum Step {
         text: String,
         calls: Vec<ToolCall>,
     },
+    /// Reports `events` as the provider's retries would, then answers `text`.
+    Retried {
+        events: Vec<StreamEvent>,
+        text: String,
+    },
     Fail(ProviderError),
     /// Streams `text`, notifies `reached`, then never finishes: only a cancel ends it.
     Hang {
@@ -144,6 +149,19 @@ impl Model for ScriptedModel {
                                 content: text,
                                 reasoning: None,
                                 tool_calls: calls,
+                            },
+                            usage: None,
+                            finish_reason: Some("stop".to_owned()),
+                        })
+                    }
+                    Some(Step::Retried { events, text }) => {
+                        for event in events {
+                            on_event(event);
+                        }
+                        Ok(Completion {
+                            message: AssistantMessage {
+                                content: text,
+                                ..AssistantMessage::default()
                             },
                             usage: None,
                             finish_reason: Some("stop".to_owned()),
@@ -706,5 +724,56 @@ async fn plan_mode_refuses_mutating_tools_and_tells_the_model_once() {
     harness.model.answer("carrying it out");
     harness.turn(2, "go").await;
     assert!(!harness.conversation.plan_announced);
+    harness.assert_consistent();
+}
+
+#[tokio::test]
+async fn a_broken_off_answer_is_marked_restarted_and_each_retry_is_announced() {
+    let mut harness = Harness::new(Mode::Code);
+    harness.model.push(Step::Retried {
+        events: vec![
+            StreamEvent::Delta(StreamDelta::Content("half a".to_owned())),
+            StreamEvent::Restart {
+                retry: 1,
+                reason: "the connection broke".to_owned(),
+            },
+            StreamEvent::Retrying {
+                attempt: 2,
+                max_attempts: 3,
+                delay: Duration::from_millis(1500),
+                reason: "the connection broke".to_owned(),
+            },
+            StreamEvent::Delta(StreamDelta::Content("whole answer".to_owned())),
+        ],
+        text: "whole answer".to_owned(),
+    });
+    assert_eq!(harness.turn(1, "hi").await.outcome, TurnOutcome::Completed);
+    let streamed: Vec<EventKind> = harness
+        .events()
+        .into_iter()
+        .map(|event| event.kind)
+        .filter(|kind| {
+            matches!(
+                kind,
+                EventKind::AssistantDelta { .. }
+                    | EventKind::StreamRestarted { .. }
+                    | EventKind::ProviderRetrying { .. }
+                    | EventKind::AssistantMessage { .. }
+            )
+        })
+        .collect();
+    assert!(
+        matches!(
+            streamed.as_slice(),
+            [
+                EventKind::AssistantDelta { text: partial },
+                EventKind::StreamRestarted { .. },
+                EventKind::ProviderRetrying { attempt: 2, max_attempts: 3, delay_ms: 1500, .. },
+                EventKind::AssistantDelta { text: retried },
+                EventKind::AssistantMessage { content, .. },
+            ] if partial == "half a" && retried == "whole answer" && content == "whole answer"
+        ),
+        "{streamed:#?}"
+    );
     harness.assert_consistent();
 }
