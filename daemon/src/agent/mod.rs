@@ -7,6 +7,9 @@ pub mod prompt;
 pub mod storm;
 pub mod tool_output;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,7 +19,7 @@ use cwcode_protocol::{
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{
-    ChatRequest, FunctionSpec, Message, Provider, ProviderError, StreamDelta, StreamEvent,
+    ChatRequest, FunctionSpec, Message, Model, ProviderError, StreamDelta, StreamEvent,
     estimate_request_tokens, shared_prefix_len,
 };
 use crate::session::bus::EventLog;
@@ -44,7 +47,8 @@ const COMPACT_INSTRUCTION: &str = "[cwcode] Summarise the conversation so far fo
 pub struct TurnEnv {
     pub log: Arc<EventLog>,
     pub registry: Arc<Registry>,
-    pub provider: Arc<Provider>,
+    /// The model answering this turn: the session's provider.
+    pub provider: Arc<dyn Model>,
     pub mode: tokio::sync::watch::Receiver<Mode>,
     pub approvals: Arc<Approvals>,
     /// The tool context of this turn; its `cancel` token is the turn's.
@@ -350,7 +354,7 @@ async fn converse(
         announce_mode(env, conversation, mode)?;
         announce_changed_files(env, conversation)?;
         let provider = provider_for(env, conversation);
-        if needs_compaction(&provider, conversation, &env.offered_tools(mode))
+        if needs_compaction(provider.as_ref(), conversation, &env.offered_tools(mode))
             && let Err(reason) = compact(env, conversation, CompactScope::BeforeCurrentTurn).await?
         {
             tracing::warn!(%reason, "could not compact an over-full context");
@@ -468,16 +472,16 @@ async fn converse(
     }
 }
 
-fn provider_for(env: &TurnEnv, conversation: &Conversation) -> Provider {
+fn provider_for(env: &TurnEnv, conversation: &Conversation) -> Arc<dyn Model> {
     if conversation.keep_reasoning {
         env.provider.keeping_reasoning()
     } else {
-        Provider::clone(&env.provider)
+        Arc::clone(&env.provider)
     }
 }
 
 fn needs_compaction(
-    provider: &Provider,
+    provider: &dyn Model,
     conversation: &Conversation,
     tools: &[FunctionSpec],
 ) -> bool {

@@ -14,10 +14,13 @@ mod sse_props;
 mod tokens;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cwcode_protocol::{ToolCall, Usage};
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 pub use client::Provider;
 pub use profile::{
@@ -25,6 +28,66 @@ pub use profile::{
 };
 pub use retry::{CallLimits, RetryPolicy};
 pub use tokens::{estimate_request_tokens, estimate_tokens, shared_prefix_len};
+
+/// What the turn loop asks of a model: the HTTP [`Provider`] in the daemon, a scripted one in the
+/// agent's tests. Only what the loop needs: the profile facts it decides on, the exact body it
+/// measures, and the streamed call.
+pub trait Model: Send + Sync {
+    fn profile_name(&self) -> &str;
+
+    /// How many tokens a request may hold, when known; the loop compacts before reaching it.
+    fn context_window(&self) -> Option<u64>;
+
+    /// The same model replaying earlier reasoning whatever the profile says: for a session whose
+    /// provider answered [`ProviderError::ReasoningMustBeKept`].
+    fn keeping_reasoning(&self) -> Arc<dyn Model>;
+
+    /// Settles which model is asked, so [`Model::request_body`] matches what is sent.
+    fn resolve_model(&self) -> BoxFuture<'_, Result<(), ProviderError>>;
+
+    /// The exact bytes sent for `request`.
+    fn request_body(&self, request: ChatRequest<'_>) -> Vec<u8>;
+
+    /// Sends `request` and streams the answer to `on_event`; firing `cancel` ends the call at
+    /// once with [`ProviderError::Cancelled`].
+    fn stream<'a>(
+        &'a self,
+        request: ChatRequest<'a>,
+        cancel: &'a CancellationToken,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>>;
+}
+
+impl Model for Provider {
+    fn profile_name(&self) -> &str {
+        Provider::profile_name(self)
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        Provider::context_window(self)
+    }
+
+    fn keeping_reasoning(&self) -> Arc<dyn Model> {
+        Arc::new(Provider::keeping_reasoning(self))
+    }
+
+    fn resolve_model(&self) -> BoxFuture<'_, Result<(), ProviderError>> {
+        Box::pin(Provider::resolve_model(self))
+    }
+
+    fn request_body(&self, request: ChatRequest<'_>) -> Vec<u8> {
+        Provider::request_body(self, request)
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: ChatRequest<'a>,
+        cancel: &'a CancellationToken,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        Box::pin(Provider::stream(self, request, cancel, on_event))
+    }
+}
 
 /// One message of the conversation, in the session's own terms. The provider serialises it to
 /// each profile's wire shape; the same history always produces the same bytes.

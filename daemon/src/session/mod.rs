@@ -7,6 +7,8 @@ pub mod goal_loop;
 pub mod history;
 pub mod journal;
 mod load;
+#[cfg(test)]
+mod queue_tests;
 mod recovery;
 pub mod replay;
 
@@ -913,9 +915,12 @@ async fn run_prompts(
                 () = tokio::time::sleep(retry_delay) => Some(Work::Prompt { turn, text }),
                 () = shared.stopping.cancelled() => None,
             },
+            // Stopping first: a prompt still queued when the daemon stops stays queued in the
+            // journal and runs after the restart, instead of starting only to be interrupted.
             None => tokio::select! {
-                prompt = prompts.recv() => prompt,
+                biased;
                 () = shared.stopping.cancelled() => None,
+                prompt = prompts.recv() => prompt,
             },
         };
         let Some(work) = prompt else { break };
