@@ -195,7 +195,9 @@ fn guard_tool_processes(paths: &Paths) {
         tracing::warn!(%error, "cannot reap the processes tools leave behind");
     }
     // The namespace probe runs bubblewrap once: on the blocking pool now, not in the first call.
-    drop(tokio::task::spawn_blocking(crate::sandbox::isolation::namespaces));
+    drop(tokio::task::spawn_blocking(
+        crate::sandbox::isolation::namespaces,
+    ));
 }
 
 fn bind(paths: &Paths) -> Result<UnixListener, ServeError> {

@@ -11,6 +11,7 @@ mod load;
 mod queue_tests;
 mod recovery;
 pub mod replay;
+mod runner;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -29,21 +30,19 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent;
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
-use crate::agent::{self, CompactScope, TurnEnv};
-use crate::goals::{LoopState, StopReason};
+use crate::goals::LoopState;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{CheckpointStore, SharedStore, StoreOptions, WriteError, atomic_write};
-use crate::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolContext};
+use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
 use bus::{EventLog, Subscription};
 use history::Conversation;
 use journal::{JournalError, now_rfc3339};
 use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
-use recovery::{
-    OpenTurn, close_turn, close_turn_when_possible, put_files_back, recover_from_refused_journal,
-};
+use recovery::{OpenTurn, close_turn, put_files_back};
 
 const INFO_FILE: &str = "session.json";
 const JOURNAL_FILE: &str = "events.jsonl";
@@ -644,7 +643,7 @@ impl Sessions {
             shared: Arc::clone(&self.shared),
             load_notes: notes,
         });
-        let runner = tokio::spawn(run_prompts(
+        let runner = tokio::spawn(runner::run_prompts(
             Arc::clone(&session),
             Arc::clone(&self.shared),
             conversation,
@@ -891,166 +890,4 @@ impl Sessions {
         let sessions: Vec<Arc<Session>> = self.map().values().cloned().collect();
         futures::future::join_all(sessions.iter().map(|session| session.stop())).await;
     }
-}
-
-/// The session's runner: executes queued prompts one at a time until the queue closes or the
-/// daemon stops. It alone owns the history.
-async fn run_prompts(
-    session: Arc<Session>,
-    shared: Arc<Shared>,
-    mut conversation: Conversation,
-    mut prompts: mpsc::UnboundedReceiver<Work>,
-    unclosed: Option<OpenTurn>,
-) {
-    if let Some(open) = unclosed {
-        close_turn_when_possible(&session, &mut conversation, open, &shared.stopping).await;
-    }
-    let reads = Arc::new(Mutex::new(ReadLedger::default()));
-    // A prompt whose turn the journal refused to start waits for it, ahead of the queue.
-    let mut retry: Option<(u32, String)> = None;
-    let mut retry_delay = Duration::from_millis(250);
-    loop {
-        let prompt = match retry.take() {
-            Some((turn, text)) => tokio::select! {
-                () = tokio::time::sleep(retry_delay) => Some(Work::Prompt { turn, text }),
-                () = shared.stopping.cancelled() => None,
-            },
-            // Stopping first: a prompt still queued when the daemon stops stays queued in the
-            // journal and runs after the restart, instead of starting only to be interrupted.
-            None => tokio::select! {
-                biased;
-                () = shared.stopping.cancelled() => None,
-                prompt = prompts.recv() => prompt,
-            },
-        };
-        let Some(work) = prompt else { break };
-        let prompt_of = match &work {
-            Work::Prompt { turn, text } => Some((*turn, text.clone())),
-            _ => None,
-        };
-        let cancel = shared.stopping.child_token();
-        let (profile, cwd) = {
-            let mut control = session.control();
-            control.running = Some(cancel.clone());
-            (control.info.profile.clone(), control.info.cwd.clone())
-        };
-        let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| TurnEnv {
-            log: Arc::clone(&session.log),
-            registry: Arc::clone(&shared.registry),
-            provider,
-            mode: session.mode.subscribe(),
-            approvals: Arc::clone(&session.approvals),
-            tools: ToolContext {
-                workspace,
-                cancel,
-                output: Arc::new(|_: &str| {}),
-                reads: Arc::clone(&reads),
-                tool_env: shared.providers.config().policy().tool_env.clone().into(),
-                secret_values: shared.providers.secret_values(),
-                background: Arc::clone(&session.background),
-                todos: Arc::clone(&session.todos),
-            },
-            stopping: shared.stopping.clone(),
-            checkpoints: session.checkpoints.clone(),
-        });
-        let outcome = match (work, env) {
-            (Work::Prompt { turn, text }, Ok(env)) => {
-                agent::run_turn(&env, &mut conversation, turn, text)
-                    .await
-                    .map(drop)
-            }
-            (Work::Prompt { turn, text }, Err(reason)) => {
-                agent::refuse_turn(&session.log, &mut conversation, turn, text, reason).map(drop)
-            }
-            (Work::Compact, Ok(env)) => {
-                match agent::compact(&env, &mut conversation, CompactScope::Everything).await {
-                    Ok(Err(reason)) => {
-                        report_error(&session.log, format!("cannot compact: {reason}"))
-                    }
-                    other => other.map(drop),
-                }
-            }
-            (Work::Compact, Err(reason)) => {
-                report_error(&session.log, format!("cannot compact: {reason}"))
-            }
-            (Work::Rewind { turn, reply }, _) => {
-                let result = session.rewind_now(&mut conversation, Some(turn)).await;
-                let _ = reply.send(result);
-                Ok(())
-            }
-            (Work::UndoRewind { reply }, _) => {
-                let result = session.rewind_now(&mut conversation, None).await;
-                let _ = reply.send(result);
-                Ok(())
-            }
-            (Work::GoalCycle { cycle }, Ok(env)) => {
-                match session.run_goal_cycle(&env, &mut conversation, cycle).await {
-                    Err(SessionError::Journal(error)) => Err(error),
-                    Err(error) => {
-                        report_error(&session.log, format!("the goal loop stopped: {error}"))
-                    }
-                    Ok(()) => Ok(()),
-                }
-            }
-            (Work::GoalCycle { .. }, Err(reason)) => {
-                let stopped = session
-                    .goal_state()
-                    .stop(StopReason::TurnFailed(reason.clone()));
-                if stopped {
-                    let state = session.goal_state().clone();
-                    if let Err(error) = state.save(&goal_loop::state_path(&session.dir)) {
-                        tracing::error!(%error, "cannot save the goal loop state");
-                    }
-                }
-                report_error(&session.log, format!("the goal loop stopped: {reason}"))
-            }
-        };
-        session.control().running = None;
-        if let Err(error) = outcome {
-            tracing::error!(session = %session.id, %error, "the journal refused an event");
-            retry = recover_from_refused_journal(
-                &session,
-                &mut conversation,
-                prompt_of,
-                &error,
-                &shared.stopping,
-            )
-            .await;
-            if retry.is_some() {
-                retry_delay = (retry_delay * 2).min(JOURNAL_RETRY_MAX);
-                continue;
-            }
-        }
-        retry_delay = Duration::from_millis(250);
-        session.in_flight.fetch_sub(1, Ordering::SeqCst);
-        session.persist_info();
-    }
-}
-
-fn report_error(log: &EventLog, message: String) -> Result<(), JournalError> {
-    log.publish(EventKind::Error { message }).map(drop)
-}
-
-/// What the commands tools run must not see: the daemon's home, and its socket where that lives
-/// elsewhere.
-fn hidden_from_tools(paths: &Paths) -> Vec<PathBuf> {
-    let mut hidden = vec![paths.home.clone()];
-    if !paths.socket.starts_with(&paths.home) {
-        hidden.push(paths.socket.clone());
-    }
-    hidden
-}
-
-/// The provider and workspace a turn needs, or why it cannot run.
-fn prepare_turn(
-    shared: &Shared,
-    profile: &str,
-    cwd: &str,
-) -> Result<(Arc<crate::provider::Provider>, Arc<Workspace>), String> {
-    let extra_roots = shared.providers.config().policy().extra_roots.clone();
-    let workspace = Workspace::with_extra_roots(Path::new(cwd), extra_roots)
-        .map_err(|error| format!("the session's workspace {cwd} is not usable: {error}"))?
-        .hiding(&hidden_from_tools(&shared.paths));
-    let provider = shared.providers.get(profile)?;
-    Ok((provider, Arc::new(workspace)))
 }
