@@ -23,8 +23,6 @@ const LAYERS: &[(&str, u32)] = &[
 const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
     // The journal and event bus live in `session`; they become a room below both.
     ("agent", "session"),
-    // `sandbox::resolve` returns `ToolError` and `RedactingSink` wraps `OutputSink`.
-    ("sandbox", "tools"),
 ];
 
 fn layer(room: &str) -> Option<u32> {

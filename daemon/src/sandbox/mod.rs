@@ -11,9 +11,23 @@ pub mod secrets;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use crate::tools::ToolError;
-
 pub use report::{LandlockSupport, SandboxReport, report};
+
+/// A path the model gave that the workspace does not allow, or that cannot be resolved; the
+/// message says why and what to use instead (tools pass it on to the model as it is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PathRefused {
+    pub message: String,
+}
+
+impl PathRefused {
+    fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
 
 /// A session's workspace root, canonicalised once, and the roots outside it that the config
 /// allows.
@@ -82,9 +96,9 @@ impl Workspace {
     /// inside the workspace. The path need not exist yet, so that it can be written: its longest
     /// existing ancestor is canonicalised and the rest appended, which catches `..` and symlinks
     /// that lead out.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, PathRefused> {
         if path.trim().is_empty() {
-            return Err(ToolError::new(format!(
+            return Err(PathRefused::new(format!(
                 "the path is empty: give a file path relative to the workspace {}",
                 self.root.display()
             )));
@@ -99,7 +113,7 @@ impl Workspace {
                 Some((canonical, &components[existing..]))
             })
             .ok_or_else(|| {
-                ToolError::new(format!("cannot resolve `{path}`: no part of it exists"))
+                PathRefused::new(format!("cannot resolve `{path}`: no part of it exists"))
             })?;
         for component in missing {
             match component {
@@ -141,7 +155,7 @@ impl Workspace {
         Err(self.refusal(path, &reason))
     }
 
-    fn refusal(&self, path: &str, reason: &str) -> ToolError {
+    fn refusal(&self, path: &str, reason: &str) -> PathRefused {
         let also = if self.extra_roots.is_empty() {
             String::new()
         } else {
@@ -152,7 +166,7 @@ impl Workspace {
                 .collect();
             format!(" (or the allowed roots {})", roots.join(", "))
         };
-        ToolError::new(format!(
+        PathRefused::new(format!(
             "refused `{path}`: {reason}. Paths must stay inside the workspace {}{also}: use a \
              path relative to it",
             self.root.display()

@@ -4,11 +4,7 @@
 //! The environment is an allow-list, so nothing of the daemon's own (its socket, its home, a key
 //! the user exported for it) reaches a command unless the user names it.
 
-use std::sync::{Arc, Mutex, PoisonError};
-
 use tokio::process::Command;
-
-use crate::tools::OutputSink;
 
 /// What a secret value becomes in tool output.
 pub const REDACTED: &str = "[redacted]";
@@ -57,7 +53,7 @@ impl Redactor {
 
     /// The length of the longest tail of `text` that is the beginning of a secret: what a stream
     /// must hold back until the next chunk shows whether the secret follows.
-    fn partial_tail_len(&self, text: &str) -> usize {
+    pub(crate) fn partial_tail_len(&self, text: &str) -> usize {
         let longest = self.secrets.first().map_or(0, String::len);
         let from = text.len().saturating_sub(longest.saturating_sub(1));
         (from..text.len())
@@ -68,50 +64,6 @@ impl Redactor {
                     .any(|secret| secret.starts_with(&text[start..]))
             })
             .map_or(0, |start| text.len() - start)
-    }
-}
-
-/// Streamed output passed through a [`Redactor`]: a secret split between two chunks is caught
-/// because a tail that could begin one waits for the next chunk (or [`RedactingSink::flush`]).
-pub struct RedactingSink {
-    redactor: Redactor,
-    inner: OutputSink,
-    pending: Mutex<String>,
-}
-
-impl RedactingSink {
-    pub fn new(redactor: Redactor, inner: OutputSink) -> Arc<Self> {
-        Arc::new(Self {
-            redactor,
-            inner,
-            pending: Mutex::new(String::new()),
-        })
-    }
-
-    /// A sink for a tool context that feeds this one.
-    pub fn output(self: &Arc<Self>) -> OutputSink {
-        let sink = Arc::clone(self);
-        Arc::new(move |text: &str| sink.push(text))
-    }
-
-    fn push(&self, chunk: &str) {
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.push_str(chunk);
-        let redacted = self.redactor.redact(std::mem::take(&mut *pending));
-        let ready = redacted.len() - self.redactor.partial_tail_len(&redacted);
-        if ready > 0 {
-            // Under the lock, so chunks reach the inner sink in order.
-            (self.inner)(&redacted[..ready]);
-        }
-        *pending = redacted[ready..].to_owned();
-    }
-
-    /// Emits what was held back: the stream has ended.
-    pub fn flush(&self) {
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        if !pending.is_empty() {
-            (self.inner)(&self.redactor.redact(std::mem::take(&mut *pending)));
-        }
     }
 }
 
@@ -176,36 +128,5 @@ mod tests {
     #[test]
     fn values_too_short_to_be_keys_are_ignored() {
         assert!(redactor(&["", "abc", "1234567"]).is_empty());
-    }
-
-    #[test]
-    fn a_secret_split_across_chunks_is_still_redacted() {
-        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-        let collected = Arc::clone(&seen);
-        let sink = RedactingSink::new(
-            redactor(&["sk-secret-value"]),
-            Arc::new(move |text: &str| collected.lock().unwrap().push(text.to_owned())),
-        );
-        let output = sink.output();
-        for chunk in [
-            "key: sk-se",
-            "cret-v",
-            "alue\nnext sk-",
-            "s",
-            "é done sk-sec",
-        ] {
-            output(chunk);
-        }
-        sink.flush();
-
-        let seen = seen.lock().unwrap();
-        assert_eq!(
-            seen.concat(),
-            "key: [redacted]\nnext sk-sé done sk-sec",
-            "{seen:?}"
-        );
-        assert!(seen.iter().all(|chunk| !chunk.contains("sk-secret")));
-        // Text that cannot begin a secret is not held back.
-        assert_eq!(seen[0], "key: ");
     }
 }

@@ -10,6 +10,7 @@ mod grep;
 pub mod hashline;
 mod ls;
 mod read_file;
+mod redacting_sink;
 mod registry;
 mod todo_write;
 mod write_file;
@@ -71,6 +72,12 @@ pub trait Tool: Send + Sync + 'static {
 #[error("{message}")]
 pub struct ToolError {
     pub message: String,
+}
+
+impl From<crate::sandbox::PathRefused> for ToolError {
+    fn from(refused: crate::sandbox::PathRefused) -> Self {
+        Self::new(refused.message)
+    }
 }
 
 impl ToolError {

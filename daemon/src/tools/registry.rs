@@ -15,10 +15,11 @@ use super::glob::Glob;
 use super::grep::Grep;
 use super::ls::Ls;
 use super::read_file::ReadFile;
+use super::redacting_sink::RedactingSink;
 use super::todo_write::TodoWrite;
 use super::write_file::WriteFile;
 use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError};
-use crate::sandbox::secrets::{RedactingSink, Redactor};
+use crate::sandbox::secrets::Redactor;
 
 /// What the model is shown of a tool, built once at registration so every request carries the
 /// same bytes.
