@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonrpsee::async_client::{Client as RpcClient, ClientBuilder};
-use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
+use jsonrpsee::client_transport::ws::{Url, WsHandshakeError, WsTransportClientBuilder};
 use jsonrpsee::core::client::{
     ClientT, Error as RpcError, Subscription, SubscriptionClientT, SubscriptionCloseReason,
 };
@@ -55,6 +55,12 @@ pub enum ClientError {
     StartFailed { reason: String, log: PathBuf },
     #[error("WebSocket handshake with cwcoded failed: {0}")]
     Handshake(String),
+    /// Every connection slot of the daemon is taken (503): by idle clients, or by a flood.
+    #[error(
+        "cwcoded is serving all the connections it can: close idle clients (watchers, editors) \
+         or retry in a few seconds; idle ones are closed within about 20 s"
+    )]
+    Busy,
     /// The daemon answered with a JSON-RPC error.
     #[error("{message} (code {code})")]
     Rpc {
@@ -168,7 +174,10 @@ impl Client {
         let (sender, receiver) = WsTransportClientBuilder::default()
             .build_with_stream(url, stream)
             .await
-            .map_err(|error| ClientError::Handshake(error.to_string()))?;
+            .map_err(|error| match error {
+                WsHandshakeError::Rejected { status_code: 503 } => ClientError::Busy,
+                other => ClientError::Handshake(other.to_string()),
+            })?;
         let rpc = ClientBuilder::default()
             .request_timeout(Duration::from_secs(600))
             .max_buffer_capacity_per_subscription(options.subscription_buffer.max(1))
