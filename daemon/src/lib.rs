@@ -1,10 +1,12 @@
 //! cwcoded: the daemon that owns cwcode's sessions, agent loop, provider connections, tools and
 //! sandbox, and serves them as JSON-RPC on a Unix socket.
 //!
-//! Data flows one way: server → session → agent → provider/tools → journal → event bus → clients.
+//! Data flows one way: server → session → agent → provider/tools → journal → event bus → clients;
+//! no module imports one above it (`tests/module_graph.rs`, and ARCHITECTURE.md).
 
 pub mod agent;
 pub mod goals;
+pub mod journal;
 pub mod provider;
 pub mod sandbox;
 pub mod server;

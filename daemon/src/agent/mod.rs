@@ -3,6 +3,7 @@
 //! stops a loop of identical failures.
 
 pub mod approvals;
+pub mod history;
 pub mod prompt;
 pub mod storm;
 pub mod tool_output;
@@ -18,13 +19,13 @@ use cwcode_protocol::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::history::{Conversation, summary_message, unanswered_calls};
+use crate::journal::JournalError;
+use crate::journal::bus::EventLog;
 use crate::provider::{
     ChatRequest, FunctionSpec, Message, Model, ProviderError, StreamDelta, StreamEvent,
     estimate_request_tokens, shared_prefix_len,
 };
-use crate::session::bus::EventLog;
-use crate::session::history::{Conversation, summary_message, unanswered_calls};
-use crate::session::journal::JournalError;
 use crate::store::{SharedStore, Snapshot};
 use crate::tools::{Registry, ToolContext};
 

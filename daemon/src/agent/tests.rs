@@ -13,13 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::approvals::{Answer, Approvals};
 use super::{CompactScope, TurnEnv, TurnReport, compact, run_turn};
+use crate::agent::history::{Conversation, summary_message, unanswered_calls};
+use crate::journal::Journal;
+use crate::journal::bus::EventLog;
 use crate::provider::{
     AssistantMessage, ChatRequest, Completion, Message, Model, ProviderError, StreamDelta,
     StreamEvent,
 };
-use crate::session::bus::EventLog;
-use crate::session::history::{Conversation, summary_message, unanswered_calls};
-use crate::session::journal::Journal;
 use crate::tools::{Registry, test_context};
 
 const SYSTEM: &str = "you are tested";

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cwcode_protocol::EventKind;
 
-use crate::session::bus::EventLog;
-use crate::session::journal::JournalError;
+use crate::journal::JournalError;
+use crate::journal::bus::EventLog;
 use crate::tools::OutputSink;
 
 /// Streamed live; the same as the head bash returns to the model.
@@ -268,7 +268,7 @@ mod tests {
     use cwcode_protocol::Event;
 
     use super::*;
-    use crate::session::journal::Journal;
+    use crate::journal::Journal;
 
     fn log_in(dir: &tempfile::TempDir) -> Arc<EventLog> {
         let path = dir.path().join("events.jsonl");

@@ -21,8 +21,8 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::journal::now_rfc3339;
 use crate::provider::pool::Pool;
-use crate::session::journal::now_rfc3339;
 use crate::session::{Sessions, Shared};
 use crate::tools::Registry;
 

@@ -20,8 +20,8 @@ use serde_json::value::RawValue;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::bus::Replay;
-use crate::session::replay::ReplayReader;
+use crate::journal::bus::Replay;
+use crate::journal::replay::ReplayReader;
 use crate::session::{Session, SessionError, Sessions, Shared};
 
 /// The state every method sees.
@@ -379,7 +379,7 @@ enum Delivery {
 #[derive(Debug, thiserror::Error)]
 enum ReplayError {
     #[error(transparent)]
-    Journal(#[from] crate::session::journal::JournalError),
+    Journal(#[from] crate::journal::JournalError),
     #[error("the replay reader stopped: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -441,7 +441,7 @@ async fn end(
 ) -> SubscriptionResult {
     let event = Event {
         seq: 0,
-        time: crate::session::journal::now_rfc3339(),
+        time: crate::journal::now_rfc3339(),
         kind: EventKind::SubscriptionEnded {
             reason,
             last_seq,
@@ -475,7 +475,7 @@ mod tests {
             sessions: Sessions::load(Arc::clone(&shared)),
             shared,
             started: Instant::now(),
-            started_at: crate::session::journal::now_rfc3339(),
+            started_at: crate::journal::now_rfc3339(),
             shutdown: CancellationToken::new(),
         });
         (Arc::clone(&daemon), module(daemon).unwrap())

@@ -9,8 +9,8 @@ use cwcode_protocol::{EventKind, GoalItem, GoalStartParams, GoalStatus};
 use crate::agent::{self, TurnEnv};
 use crate::goals::{self, Decision, GoalList, LoopState, StopReason, TurnSummary};
 
-use super::history::Conversation;
 use super::{Session, SessionError, Work, accounting};
+use crate::agent::history::Conversation;
 
 pub const GOALS_FILE: &str = "goals.md";
 const STATE_FILE: &str = "goal_loop.json";

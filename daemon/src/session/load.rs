@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use cwcode_protocol::{Event, EventKind, Mode, SessionInfo, SessionStatus, TodoItem};
 
-use super::journal::{Journal, now_rfc3339};
 use super::{INFO_FILE, JOURNAL_FILE, SYSTEM_PROMPT_FILE, SessionError, Work, write_info};
 use crate::agent;
+use crate::journal::{Journal, now_rfc3339};
 use crate::store::atomic_write;
 
 /// Where a damaged `session.json` is kept once it has been rebuilt.

@@ -2,15 +2,11 @@
 //! a prompt queue, and one runner task that executes turns one at a time.
 
 pub mod accounting;
-pub mod bus;
 pub mod goal_loop;
-pub mod history;
-pub mod journal;
 mod load;
 #[cfg(test)]
 mod queue_tests;
 mod recovery;
-pub mod replay;
 mod runner;
 
 use std::collections::BTreeMap;
@@ -38,9 +34,9 @@ use crate::sandbox::Workspace;
 use crate::store::{CheckpointStore, SharedStore, StoreOptions, WriteError, atomic_write};
 use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
-use bus::{EventLog, Subscription};
-use history::Conversation;
-use journal::{JournalError, now_rfc3339};
+use crate::agent::history::Conversation;
+use crate::journal::bus::{EventLog, Subscription};
+use crate::journal::{JournalError, now_rfc3339};
 use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
 use recovery::{OpenTurn, close_turn, put_files_back};
 

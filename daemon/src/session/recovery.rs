@@ -13,11 +13,11 @@ use cwcode_protocol::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::bus::EventLog;
-use super::history::Conversation;
-use super::journal::JournalError;
 use super::{JOURNAL_RETRY_MAX, Session, SessionError};
 use crate::agent;
+use crate::agent::history::Conversation;
+use crate::journal::JournalError;
+use crate::journal::bus::EventLog;
 use crate::store::{CheckpointStore, SharedStore};
 use crate::tools::Registry;
 

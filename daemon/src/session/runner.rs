@@ -11,13 +11,13 @@ use cwcode_protocol::EventKind;
 use cwcode_protocol::paths::Paths;
 use tokio::sync::mpsc;
 
-use super::bus::EventLog;
-use super::history::Conversation;
-use super::journal::JournalError;
 use super::recovery::{OpenTurn, close_turn_when_possible, recover_from_refused_journal};
 use super::{JOURNAL_RETRY_MAX, Session, SessionError, Shared, Work, goal_loop};
+use crate::agent::history::Conversation;
 use crate::agent::{self, CompactScope, TurnEnv};
 use crate::goals::StopReason;
+use crate::journal::JournalError;
+use crate::journal::bus::EventLog;
 use crate::sandbox::Workspace;
 use crate::tools::{ReadLedger, ToolContext};
 

@@ -19,7 +19,7 @@ use cwcode_protocol::{Event, EventKind};
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
-use super::journal::{Journal, JournalError};
+use super::{Journal, JournalError};
 
 /// How many events a subscriber may fall behind before it is dropped (it is told so, and the
 /// official clients resume from their last `seq`); the session never waits for a slow client.

@@ -1,10 +1,17 @@
-//! The append-only journal `events.jsonl`: one JSON event a line, each with a monotonic `seq`.
+//! The journal room: a session's append-only `events.jsonl` (here), the event log that journals
+//! and broadcasts (`bus`), and the replay that streams it back from disk (`replay`). Sessions and
+//! the agent both publish through it; it depends on nothing above it.
+//!
+//! The journal: one JSON event a line, each with a monotonic `seq`.
 //!
 //! Each event is written with a single `write` so that a killed daemon loses nothing already
 //! published; `sync` (fsync) runs at turn boundaries. A write that fails (a full disk, a short
 //! write) is cut back to the last complete line at once, so a later append never joins a torn
 //! one and the failed event's `seq` is never handed out. Loading skips and reports a line it
 //! cannot read, wherever it is, instead of refusing the whole session.
+
+pub mod bus;
+pub mod replay;
 
 use std::fmt;
 use std::fs::{File, OpenOptions};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::journal::JournalError;
+use super::JournalError;
 
 /// A batch ends after this many events...
 pub const BATCH_EVENTS: usize = 256;
@@ -122,7 +122,7 @@ mod tests {
     use cwcode_protocol::{Event, EventKind};
 
     use super::*;
-    use crate::session::journal::Journal;
+    use crate::journal::Journal;
 
     fn journal_of(count: usize, text: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
