@@ -16,9 +16,8 @@ use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use super::profile::{
-    KeySource, Profile, ProviderKind, RESERVED_BODY_FIELDS, ReasoningHistory, ResolvedKey,
-};
+use super::config::RESERVED_BODY_FIELDS;
+use super::profile::{KeySource, Profile, ProviderKind, ReasoningHistory, ResolvedKey};
 use super::quirks::{self, ServedModel};
 use super::retry::{self, RetryPolicy};
 use super::sse::{self, ChunkAccumulator};
@@ -26,8 +25,6 @@ use super::{
     ChatRequest, Completion, FunctionSpec, Message, ProviderError, StreamDelta, StreamEvent,
 };
 
-/// cwcode's own name on every request, and never another product's (SPEC §10).
-pub(super) const USER_AGENT: &str = concat!("cwcode/", env!("CARGO_PKG_VERSION"));
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a 200 body that is not an SSE stream is kept to quote in the error.
 const BODY_START_BYTES: usize = 512;
@@ -706,7 +703,10 @@ impl Endpoints {
 
 fn default_headers(profile: &Profile, api_key: Option<&str>) -> Result<HeaderMap, ProviderError> {
     let mut headers = HeaderMap::new();
-    headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
+    headers.insert(
+        header::USER_AGENT,
+        HeaderValue::from_static(super::USER_AGENT),
+    );
     if let Some(key) = api_key {
         let (name, value) = quirks::auth_header(profile.kind, key);
         let value = sensitive_header_value(name.as_str(), &value)?;
@@ -825,7 +825,7 @@ mod tests {
 
     use super::*;
     use crate::provider::AssistantMessage;
-    use crate::provider::profile::profile_from_json;
+    use crate::provider::config::profile_from_json;
 
     #[derive(Clone)]
     enum Step {

@@ -4,6 +4,7 @@
 
 mod builtin;
 mod client;
+mod config;
 pub mod pool;
 mod profile;
 mod quirks;
@@ -23,9 +24,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use client::Provider;
-pub use profile::{
-    Config, ConfigError, EditTools, KeySource, Pricing, Profile, ProviderKind, ReasoningHistory,
-};
+pub use config::{Config, ConfigError};
+
+/// cwcode's own name on every request, and never another product's (SPEC §10).
+const USER_AGENT: &str = concat!("cwcode/", env!("CARGO_PKG_VERSION"));
+pub use profile::{EditTools, KeySource, Pricing, Profile, ProviderKind, ReasoningHistory};
 pub use retry::{CallLimits, RetryPolicy};
 pub use tokens::{estimate_request_tokens, estimate_tokens, shared_prefix_len};
 

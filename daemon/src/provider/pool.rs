@@ -14,7 +14,7 @@ use cwcode_protocol::ProfileInfo;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
-use super::profile::write_api_key;
+use super::config::write_api_key;
 use super::{Config, ConfigError, Provider};
 
 /// Editors save in several steps (truncate, write, rename); the file is read once they are done.

@@ -93,7 +93,7 @@ pub(super) fn kimi_refusal_advice(status: u16, body: &str) -> Option<String> {
          itself honestly as {} rather than as another product. Ask Kimi to recognise it; if \
          Kimi documents a header for other agents, add it to this profile's \"headers\" in \
          config.json; or use another profile",
-        super::client::USER_AGENT
+        super::USER_AGENT
     ))
 }
 
