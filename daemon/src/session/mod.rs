@@ -38,7 +38,10 @@ use crate::tools::{BackgroundProcesses, ReadLedger, Registry, TodoList, ToolCont
 use bus::{EventLog, Subscription};
 use history::Conversation;
 use journal::{JournalError, now_rfc3339};
-use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
+use load::{
+    approvals_from_journal, default_title, last_todos, next_turn, pending_prompts,
+    write_new_session,
+};
 use recovery::{
     OpenTurn, close_turn, close_turn_when_possible, put_files_back, recover_from_refused_journal,
 };
@@ -486,6 +489,7 @@ struct Opened {
     unclosed: Option<OpenTurn>,
     notes: Vec<String>,
     checkpoints: Option<CheckpointStore>,
+    approvals: Approvals,
 }
 
 /// A session that could not be loaded: listed with the reason, so it is not lost from sight.
@@ -587,6 +591,7 @@ impl Sessions {
             pending: pending_prompts(&events),
             next_turn: next_turn(&events),
             todos: last_todos(&events),
+            approvals: approvals_from_journal(&events),
             log,
             conversation,
             unclosed,
@@ -611,6 +616,7 @@ impl Sessions {
             unclosed,
             notes,
             checkpoints,
+            approvals,
         } = opened;
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
@@ -625,7 +631,7 @@ impl Sessions {
             dir,
             log,
             mode: watch::Sender::new(info.mode),
-            approvals: Arc::new(Approvals::default()),
+            approvals: Arc::new(approvals),
             control: Mutex::new(Control {
                 info: info.clone(),
                 running: None,
@@ -740,6 +746,7 @@ impl Sessions {
             unclosed: None,
             notes: Vec::new(),
             checkpoints,
+            approvals: Approvals::default(),
         });
         let info = session.info();
         self.insert(session);
