@@ -32,6 +32,49 @@ pub enum Reply {
         answer: String,
     },
     Status(u16, String),
+    /// `reply` with its stream stopped after `sent` frames until the test opens `gate`: a
+    /// turn that is certainly still streaming, for exactly as long as the test needs.
+    Held {
+        reply: Box<Reply>,
+        sent: usize,
+        gate: Gate,
+    },
+}
+
+/// A gate a held reply waits at until the test opens it. Opening is permanent, and opening
+/// before the reply gets there lets it straight through.
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lets every reply held at this gate go on.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        // The sender lives in `self`, so the channel cannot close while waiting.
+        let _ = self.0.subscribe().wait_for(|open| *open).await;
+    }
+}
+
+/// `reply` streamed up to its first `sent` frames, the rest only once `gate` is opened.
+pub fn hold_until(reply: Reply, sent: usize, gate: &Gate) -> Reply {
+    Reply::Held {
+        reply: Box::new(reply),
+        sent,
+        gate: gate.clone(),
+    }
 }
 
 type Responder = Box<dyn Fn(&Value) -> Reply + Send + Sync>;
@@ -180,12 +223,14 @@ async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
         Some(responder) => responder(&request),
         None => text("(the fake provider has no more scripted answers)"),
     };
+    let (reply, hold) = release_point(reply);
     match reply {
         Reply::Status(status, body) => Response::builder()
             .status(StatusCode::from_u16(status).unwrap())
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(body))
             .unwrap(),
+        Reply::Held { .. } => unreachable!("release_point unwraps every held reply"),
         Reply::Stream { mut frames, answer } => {
             if let Some((prompt_tokens, cached_tokens)) = cached_usage {
                 report_deepseek_usage(&mut frames, prompt_tokens, cached_tokens);
@@ -193,18 +238,35 @@ async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
             if let Some(cache) = &inner.cache {
                 cache.lock().unwrap().store_exchange(&body, &answer);
             }
-            let stream = futures::stream::unfold(frames.into_iter(), |mut frames| async move {
-                let frame = frames.next()?;
+            let frames = frames.into_iter().enumerate();
+            let stream = futures::stream::unfold((frames, hold), |(mut frames, hold)| async move {
+                let (index, frame) = frames.next()?;
+                if let Some((sent, gate)) = &hold
+                    && index == *sent
+                {
+                    gate.passed().await;
+                }
                 if !frame.delay.is_zero() {
                     tokio::time::sleep(frame.delay).await;
                 }
-                Some((Ok::<_, Infallible>(Bytes::from(frame.bytes)), frames))
+                Some((
+                    Ok::<_, Infallible>(Bytes::from(frame.bytes)),
+                    (frames, hold),
+                ))
             });
             Response::builder()
                 .header(header::CONTENT_TYPE, "text/event-stream")
                 .body(Body::from_stream(stream))
                 .unwrap()
         }
+    }
+}
+
+/// The reply to send and where it waits for its gate: the outermost hold counts.
+fn release_point(reply: Reply) -> (Reply, Option<(usize, Gate)>) {
+    match reply {
+        Reply::Held { reply, sent, gate } => (release_point(*reply).0, Some((sent, gate))),
+        other => (other, None),
     }
 }
 
@@ -320,20 +382,6 @@ pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Reply {
             r#"{{"role":"assistant","content":"","tool_calls":[{}]}}"#,
             wire_calls.join(",")
         ),
-    }
-}
-
-/// The same reply with a pause before every frame.
-pub fn slowly(reply: Reply, delay: Duration) -> Reply {
-    match reply {
-        Reply::Stream { frames, answer } => Reply::Stream {
-            frames: frames
-                .into_iter()
-                .map(|frame| Frame { delay, ..frame })
-                .collect(),
-            answer,
-        },
-        other => other,
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use cwcode_protocol::{ApprovalDecision, ApprovalRespondParams, EventKind, TurnOutcome};
 use cwcode_tests::fake_provider::{
-    self, FakeProvider, anchor, edit_line_as_read, last_tool_result, slowly, text, tool_calls,
+    self, FakeProvider, Gate, anchor, edit_line_as_read, hold_until, last_tool_result, text,
+    tool_calls,
 };
 use cwcode_tests::{Home, events_until_turn_end, wait_for_event};
 use serde_json::{Value, json};
@@ -285,7 +286,9 @@ async fn a_client_killed_mid_turn_misses_nothing_after_reattaching() {
     let home = Home::new(&provider.url);
     let _daemon = home.start_daemon();
     let words: String = (0..40).map(|n| format!("word{n} ")).collect();
-    provider.reply(slowly(text(&words), Duration::from_millis(25)));
+    // The answer stops after its first words until the watcher is gone: it is killed mid-turn.
+    let gate = Gate::new();
+    provider.reply(hold_until(text(&words), 10, &gate));
     let id = home.new_session("yolo");
 
     let mut watcher = home
@@ -294,12 +297,11 @@ async fn a_client_killed_mid_turn_misses_nothing_after_reattaching() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
     home.cli_ok(&["send", &id, "talk slowly"]);
     let mut stdout = watcher.stdout.take().unwrap();
     let mut seen = Vec::new();
     let mut buffer = [0u8; 256];
-    while seen.iter().filter(|&&b| b == b'\n').count() < 8 {
+    while !String::from_utf8_lossy(&seen).contains("\"type\":\"assistant_delta\"") {
         let read = stdout.read(&mut buffer).unwrap();
         assert!(read > 0, "the watcher ended early");
         seen.extend_from_slice(&buffer[..read]);
@@ -324,6 +326,7 @@ async fn a_client_killed_mid_turn_misses_nothing_after_reattaching() {
             .any(|e| matches!(e.kind, EventKind::TurnFinished { .. })),
         "the client was killed while the turn still ran"
     );
+    gate.open();
 
     wait_for_event(&home, &id, |kind| {
         matches!(kind, EventKind::TurnFinished { .. })

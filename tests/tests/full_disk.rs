@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{Event, EventKind, SessionStatus, TurnOutcome};
-use cwcode_tests::fake_provider::{FakeProvider, slowly, text, tool_calls};
+use cwcode_tests::fake_provider::{FakeProvider, Gate, hold_until, text, tool_calls};
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::json;
 
@@ -145,8 +145,10 @@ async fn a_disk_filled_mid_turn_loses_nothing_and_the_session_goes_on() {
     );
     std::fs::write(home.workspace.join("a.txt"), "before\n").unwrap();
     let long_answer = "word ".repeat(1500);
+    let gate = Gate::new();
     provider
-        .reply(slowly(text(&long_answer), Duration::from_millis(3)))
+        // Held after its first words until the disk is full: the rest of it meets a full disk.
+        .reply(hold_until(text(&long_answer), 5, &gate))
         .reply(text("the queued one ran"))
         .reply(text("all good"))
         .reply(tool_calls(&[(
@@ -185,6 +187,7 @@ async fn a_disk_filled_mid_turn_loses_nothing_and_the_session_goes_on() {
 
     // The turn cannot record its answer: it ends, and once space returns it is closed as
     // failed, saying why.
+    gate.open();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while client.get_session(&id).await.unwrap().status != SessionStatus::Idle {
         assert!(std::time::Instant::now() < deadline, "the turn never ended");

@@ -2,10 +2,8 @@
 //! edits, stops at its cap, needs no client, and survives a daemon restart.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
-use std::time::Duration;
-
 use cwcode_protocol::EventKind;
-use cwcode_tests::fake_provider::{FakeProvider, Reply, slowly, text, tool_calls};
+use cwcode_tests::fake_provider::{FakeProvider, Gate, Reply, hold_until, text, tool_calls};
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::{Value, json};
 
@@ -173,8 +171,10 @@ async fn the_loop_resumes_after_a_daemon_restart_at_the_next_cycle() {
     let home = Home::new(&provider.url);
     let daemon = home.start_daemon();
     provider.then(worker).then(worker);
-    // Cycle 2's first answer is slow: the daemon is stopped while it streams.
-    provider.then(|request| slowly(worker(request), Duration::from_millis(400)));
+    // Cycle 2's first answer stops after one frame and is never let go: the daemon is stopped
+    // while it streams.
+    let never_opened = Gate::new();
+    provider.then(move |request| hold_until(worker(request), 1, &never_opened));
     for _ in 0..8 {
         provider.then(worker);
     }

@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use cwcode_protocol::{EventKind, TurnOutcome};
-use cwcode_tests::fake_provider::{FakeProvider, edit_line_as_read, slowly, text, tool_calls};
+use cwcode_tests::fake_provider::{
+    FakeProvider, Gate, edit_line_as_read, hold_until, text, tool_calls,
+};
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::{Value, json};
 
@@ -132,9 +133,12 @@ async fn rewind_is_refused_while_a_turn_runs() {
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
     let _daemon = home.start_daemon();
-    provider.reply(slowly(
-        text("a slow answer that takes a while"),
-        Duration::from_millis(300),
+    // The answer stops after its first frame until the rewind has been refused.
+    let gate = Gate::new();
+    provider.reply(hold_until(
+        text("an answer held until the test lets it go"),
+        1,
+        &gate,
     ));
     let id = home.new_session("yolo");
     home.cli_ok(&["send", &id, "talk"]);
@@ -142,8 +146,12 @@ async fn rewind_is_refused_while_a_turn_runs() {
         matches!(kind, EventKind::TurnStarted { .. })
     });
     let refused = home.cli(&["rewind", &id, "1"]);
+    gate.open();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("a turn is running"));
+    wait_for_event(&home, &id, |kind| {
+        matches!(kind, EventKind::TurnFinished { .. })
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,7 +162,8 @@ async fn a_crash_mid_stream_keeps_every_completed_turn() {
     let words: String = (0..100).map(|n| format!("w{n} ")).collect();
     provider
         .reply(text("the first answer"))
-        .reply(slowly(text(&words), Duration::from_millis(50)))
+        // Stops after its first words and is never let go: the crash comes mid-stream.
+        .reply(hold_until(text(&words), 5, &Gate::new()))
         .reply(text("after the crash"));
     let id = home.new_session("yolo");
     home.cli_ok(&["send", &id, "first", "--wait"]);
@@ -162,7 +171,7 @@ async fn a_crash_mid_stream_keeps_every_completed_turn() {
     wait_for_event(
         &home,
         &id,
-        |kind| matches!(kind, EventKind::AssistantDelta { text } if text.starts_with("w3")),
+        |kind| matches!(kind, EventKind::AssistantDelta { text } if text.starts_with("w0")),
     );
     daemon.crash();
 

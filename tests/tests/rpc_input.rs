@@ -178,6 +178,13 @@ fn near_miss_body(session: String) -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// The status code of an HTTP/1.1 response: a 5xx is the daemon failing, never a fair answer
+/// to bad input.
+fn http_status(response: &str) -> Option<u16> {
+    let rest = response.strip_prefix("HTTP/1.1 ")?;
+    rest.get(..3)?.parse().ok()
+}
+
 /// The JSON-RPC answers in an HTTP response: none, one, or a batch's.
 fn answers(response: &str) -> Vec<Value> {
     let Some((_, body)) = response.split_once("\r\n\r\n") else {
@@ -213,9 +220,12 @@ async fn arbitrary_input_gets_an_answer_and_never_stops_the_daemon() {
     runner
         .run(&input, |body| {
             let response = post(&socket, &body);
+            let status = http_status(&response);
+            prop_assert!(status.is_some(), "no HTTP answer to {body:?}");
             prop_assert!(
-                response.starts_with("HTTP/1.1 "),
-                "no HTTP answer to {body:?}"
+                status < Some(500),
+                "the daemon failed on {:?}: {response}",
+                String::from_utf8_lossy(&body)
             );
             for answer in answers(&response) {
                 if let Some(code) = answer["error"]["code"].as_i64() {
@@ -232,6 +242,46 @@ async fn arbitrary_input_gets_an_answer_and_never_stops_the_daemon() {
         coded.get() > 0,
         "no JSON-RPC error was ever parsed: the check checked nothing"
     );
+    let response = post(
+        &socket,
+        br#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#,
+    );
+    assert!(
+        response.contains(&format!("\"pid\":{}", daemon.pid())),
+        "{response}"
+    );
+}
+
+/// Sends raw bytes, closes the writing half, and reads whatever comes back.
+fn post_raw(socket: &std::path::Path, request: &[u8]) -> String {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// Bodies whose bytes do not make a whole body were once answered "500 Internal error", as if
+/// the daemon had failed: they are the client's fault and get a 400 that says what was wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_short_or_badly_chunked_is_a_client_error() {
+    let home = Home::new("http://127.0.0.1:9/v1");
+    let daemon = home.start_daemon();
+    let socket = home.paths.socket.clone();
+    let head = "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
+    for request in [
+        format!("{head}Transfer-Encoding: chunked\r\n\r\nZZZ\r\n{{}}\r\n0\r\n\r\n"),
+        format!("{head}Transfer-Encoding: chunked\r\n\r\n5\r\n{{\"a\"\r\n"),
+        format!("{head}Content-Length: 100\r\n\r\n{{\"jsonrpc\":\"2.0\"}}"),
+    ] {
+        let response = post_raw(&socket, request.as_bytes());
+        assert_eq!(http_status(&response), Some(400), "{request:?}: {response}");
+        assert!(response.contains("cut short"), "{request:?}: {response}");
+    }
     let response = post(
         &socket,
         br#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#,

@@ -1,11 +1,15 @@
 //! The approval gate of `code` mode: a mutating tool call waits here until a client answers.
-//! A detached session waits indefinitely; nothing here ever approves by itself.
+//! A detached session waits indefinitely; nothing here ever approves by itself. What outlives a
+//! restart ("always" answers, the ids already handed out) is rebuilt from the journal with
+//! [`Approvals::resume`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use cwcode_protocol::ApprovalDecision;
 use tokio::sync::oneshot;
+
+const REQUEST_ID_PREFIX: &str = "r";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -43,6 +47,30 @@ impl Approvals {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The gate of a session reopened from its journal: the tools already allowed "always"
+    /// stay allowed, and new request ids continue after the highest one the journal holds, so
+    /// an id answered (or left waiting) before the restart is never handed out again.
+    pub fn resume(always_allowed: BTreeSet<String>, issued: impl IntoIterator<Item = u64>) -> Self {
+        let next_id = issued.into_iter().max().unwrap_or(0);
+        Self {
+            state: Mutex::new(State {
+                pending: HashMap::new(),
+                always_allowed,
+                next_id,
+            }),
+        }
+    }
+
+    /// The sequence number of a request id this gate handed out (`r7` → 7); `None` for any
+    /// other text.
+    pub fn issued_number(request_id: &str) -> Option<u64> {
+        let digits = request_id.strip_prefix(REQUEST_ID_PREFIX)?;
+        if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+
     pub fn is_always_allowed(&self, tool: &str) -> bool {
         self.state().always_allowed.contains(tool)
     }
@@ -51,7 +79,7 @@ impl Approvals {
     pub fn open(&self, tool: &str) -> (String, oneshot::Receiver<Answer>) {
         let mut state = self.state();
         state.next_id += 1;
-        let request_id = format!("r{}", state.next_id);
+        let request_id = format!("{REQUEST_ID_PREFIX}{}", state.next_id);
         let (sender, receiver) = oneshot::channel();
         state.pending.insert(
             request_id.clone(),
@@ -124,5 +152,32 @@ mod tests {
             .unwrap();
         assert!(approvals.is_always_allowed("edit_lines"));
         assert!(!approvals.is_always_allowed("bash"));
+    }
+
+    #[test]
+    fn a_resumed_gate_keeps_always_and_never_reissues_an_id() {
+        let approvals = Approvals::resume(BTreeSet::from(["bash".to_owned()]), [3, 9, 4]);
+        assert!(approvals.is_always_allowed("bash"));
+        assert!(!approvals.is_always_allowed("write_file"));
+        let (id, _receiver) = approvals.open("write_file");
+        assert_eq!(id, "r10");
+        let fresh = Approvals::resume(BTreeSet::new(), []);
+        assert_eq!(fresh.open("bash").0, "r1");
+    }
+
+    #[test]
+    fn only_ids_this_gate_hands_out_are_counted() {
+        assert_eq!(Approvals::issued_number("r12"), Some(12));
+        for other in [
+            "r",
+            "12",
+            "r-1",
+            "r+1",
+            "x3",
+            "r1a",
+            "r99999999999999999999999",
+        ] {
+            assert_eq!(Approvals::issued_number(other), None, "{other}");
+        }
     }
 }

@@ -225,10 +225,17 @@ pub(crate) mod tests {
     }
 
     /// Whether this kernel enforces the write confinement; the Landlock tests skip (saying so)
-    /// where it does not.
+    /// where it does not, except under CI (`CI=true`), whose kernel must enforce it: there a
+    /// skipped check would pass by accident, so it fails instead.
     pub(crate) fn landlock_enforced() -> bool {
-        let enforced = matches!(report().landlock, LandlockSupport::Enforced { .. });
+        let support = report().landlock;
+        let enforced = matches!(support, LandlockSupport::Enforced { .. });
         if !enforced {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but Landlock is not enforced here ({support:?}): the confinement checks \
+                 cannot run; run CI on a kernel with Landlock enabled"
+            );
             eprintln!("Landlock is not enforced here: skipping the confinement checks");
         }
         enforced

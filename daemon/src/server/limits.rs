@@ -336,12 +336,14 @@ where
         ));
     }
     let expired = Arc::new(AtomicBool::new(false));
+    let malformed = Arc::new(AtomicBool::new(false));
     let request = request.map(|body| {
         HttpBody::new(DeadlineBody {
             inner: body,
             deadline: tokio::time::Instant::now() + BODY_TIMEOUT,
             sleep: None,
             expired: Arc::clone(&expired),
+            malformed: Arc::clone(&malformed),
         })
     });
     let response = service.oneshot(request).await?;
@@ -352,6 +354,15 @@ where
                 "the request body did not arrive within {} s: send the whole request at once\n",
                 BODY_TIMEOUT.as_secs()
             ),
+        ));
+    }
+    // jsonrpsee answers a body it cannot read with "500 Internal error"; the fault is the
+    // client's, so it is told what was wrong.
+    if malformed.load(Ordering::Relaxed) {
+        return Ok(plain_response(
+            http::StatusCode::BAD_REQUEST,
+            "the request body was cut short or its chunked framing is malformed: send the \
+             whole body, exactly as long as its Content-Length says\n",
         ));
     }
     Ok(response)
@@ -380,6 +391,9 @@ struct DeadlineBody<B> {
     /// Made only when the body is first waited for: most bodies are in hand at once.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     expired: Arc<AtomicBool>,
+    /// Set when the client's bytes do not make a body (a chunk that does not parse, a body
+    /// shorter than its Content-Length).
+    malformed: Arc<AtomicBool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -400,6 +414,9 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            if matches!(frame, Some(Err(_))) {
+                this.malformed.store(true, Ordering::Relaxed);
+            }
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
         let deadline = this.deadline;
@@ -482,6 +499,7 @@ mod tests {
             deadline: tokio::time::Instant::now() + limit,
             sleep: None,
             expired: Arc::clone(&expired),
+            malformed: Arc::new(AtomicBool::new(false)),
         };
         let started = tokio::time::Instant::now();
         assert!(body.collect().await.is_err());
@@ -500,6 +518,7 @@ mod tests {
             deadline: tokio::time::Instant::now(),
             sleep: None,
             expired: Arc::new(AtomicBool::new(false)),
+            malformed: Arc::new(AtomicBool::new(false)),
         };
         assert_eq!(body.collect().await.unwrap().to_bytes(), "{}");
     }

@@ -37,7 +37,10 @@ use crate::tools::{BackgroundProcesses, Registry, TodoList};
 use crate::agent::history::Conversation;
 use crate::journal::bus::{EventLog, Subscription};
 use crate::journal::{JournalError, now_rfc3339};
-use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
+use load::{
+    approvals_from_journal, default_title, last_todos, next_turn, pending_prompts,
+    write_new_session,
+};
 use recovery::{OpenTurn, close_turn, put_files_back};
 
 const INFO_FILE: &str = "session.json";
@@ -483,6 +486,7 @@ struct Opened {
     unclosed: Option<OpenTurn>,
     notes: Vec<String>,
     checkpoints: Option<CheckpointStore>,
+    approvals: Approvals,
 }
 
 /// A session that could not be loaded: listed with the reason, so it is not lost from sight.
@@ -584,6 +588,7 @@ impl Sessions {
             pending: pending_prompts(&events),
             next_turn: next_turn(&events),
             todos: last_todos(&events),
+            approvals: approvals_from_journal(&events),
             log,
             conversation,
             unclosed,
@@ -608,6 +613,7 @@ impl Sessions {
             unclosed,
             notes,
             checkpoints,
+            approvals,
         } = opened;
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
@@ -622,7 +628,7 @@ impl Sessions {
             dir,
             log,
             mode: watch::Sender::new(info.mode),
-            approvals: Arc::new(Approvals::default()),
+            approvals: Arc::new(approvals),
             control: Mutex::new(Control {
                 info: info.clone(),
                 running: None,
@@ -737,6 +743,7 @@ impl Sessions {
             unclosed: None,
             notes: Vec::new(),
             checkpoints,
+            approvals: Approvals::default(),
         });
         let info = session.info();
         self.insert(session);
