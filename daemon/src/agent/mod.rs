@@ -151,20 +151,67 @@ async fn close_checkpoint(env: &TurnEnv, turn: u32) -> Result<(), JournalError> 
     Ok(())
 }
 
+/// A failure of cwcode itself while running a call, which the model cannot act on: the turn
+/// ends as failed and the user is told what went wrong and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The files a mutating call would change could not be saved first: a change /rewind
+    /// could not undo is not made.
+    #[error(
+        "`{tool}` was not run: cwcode could not save {what} first, so /rewind could not have undone it: {reason}"
+    )]
+    Checkpoint {
+        tool: String,
+        what: &'static str,
+        reason: String,
+    },
+}
+
+/// What the model is shown for a call when the harness did its part.
+struct CallAnswer {
+    output: String,
+    is_error: bool,
+}
+
+impl CallAnswer {
+    fn refusal(output: String) -> Self {
+        Self {
+            output,
+            is_error: true,
+        }
+    }
+}
+
+/// Told to the model for a call the harness could not run: the user got the reason, so the
+/// model is not asked to work around it.
+const NOT_RUN_HARNESS: &str = "not run: cwcode itself failed before this call could run; the turn was stopped and the user was told why";
+
 /// Saves what a mutating call is about to change (SPEC §8): the declared paths, or for a shell
-/// command a snapshot of the workspace to compare against afterwards. Returns the refusal to
-/// show the model when that cannot be done: a change that could not be undone is not made.
-async fn checkpoint_before(env: &TurnEnv, call: &ToolCall) -> Result<Option<Snapshot>, String> {
+/// command a snapshot of the workspace to compare against afterwards. A change that could not be
+/// undone is not made: when saving fails, the call is not run.
+async fn checkpoint_before(
+    env: &TurnEnv,
+    call: &ToolCall,
+) -> Result<Option<Snapshot>, HarnessError> {
     let Some(store) = &env.checkpoints else {
         return Ok(None);
+    };
+    let failed = |what: &'static str| {
+        move |error: String| HarnessError::Checkpoint {
+            tool: call.name.clone(),
+            what,
+            reason: error,
+        }
     };
     if env
         .registry
         .snapshots_workspace(&call.name, &call.arguments)
     {
-        return store.snapshot().await.map(Some).map_err(|error| {
-            format!("not run: cwcode could not snapshot the workspace so that /rewind can undo this command: {error}")
-        });
+        return store
+            .snapshot()
+            .await
+            .map(Some)
+            .map_err(failed("a snapshot of the workspace"));
     }
     let declared = env.registry.touched_paths(&call.name, &call.arguments);
     let paths: Vec<PathBuf> = declared
@@ -179,7 +226,7 @@ async fn checkpoint_before(env: &TurnEnv, call: &ToolCall) -> Result<Option<Snap
         .record_before(paths)
         .await
         .map(|()| None)
-        .map_err(|error| format!("not run: cwcode could not save the files first, so /rewind could not undo it: {error}"))
+        .map_err(failed("the files it changes"))
 }
 
 /// Journals a turn that cannot run at all (no usable provider, workspace gone), saying why.
@@ -450,7 +497,24 @@ async fn converse(
             if env.cancel().is_cancelled() {
                 break;
             }
-            let (output, is_error) = run_call(env, &call).await?;
+            let CallAnswer { output, is_error } = match run_call(env, &call).await? {
+                Ok(answer) => answer,
+                Err(failure) => {
+                    // Answered so the history stays one a provider accepts; the rest of the
+                    // turn's calls are answered when it finishes.
+                    record(
+                        &env.log,
+                        conversation,
+                        EventKind::ToolCallFinished {
+                            call_id: call.id,
+                            name: call.name,
+                            output: NOT_RUN_HARNESS.to_owned(),
+                            is_error: true,
+                        },
+                    )?;
+                    return Ok((TurnOutcome::Failed, Some(failure.to_string())));
+                }
+            };
             let verdict = storm.observe(&call, &output, is_error);
             record(
                 &env.log,
@@ -607,8 +671,11 @@ fn break_storm(
 }
 
 /// Runs one tool call, asking for an approval first when the mode requires it. Returns what the
-/// model is shown and whether it is an error.
-async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), JournalError> {
+/// model is shown, or the harness's own failure that ends the turn.
+async fn run_call(
+    env: &TurnEnv,
+    call: &ToolCall,
+) -> Result<Result<CallAnswer, HarnessError>, JournalError> {
     env.log.publish(EventKind::ToolCallStarted {
         call_id: call.id.clone(),
         name: call.name.clone(),
@@ -621,17 +688,14 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
     if mutates {
         match env.mode() {
             Mode::Plan => {
-                return Ok((
-                    format!(
-                        "{} is not available in plan mode: only read-only tools are. Describe the change instead; the user switches to code mode to apply it.",
-                        call.name
-                    ),
-                    true,
-                ));
+                return Ok(Ok(CallAnswer::refusal(format!(
+                    "{} is not available in plan mode: only read-only tools are. Describe the change instead; the user switches to code mode to apply it.",
+                    call.name
+                ))));
             }
             Mode::Code if !env.approvals.is_always_allowed(&call.name) => {
                 if let Some(refusal) = await_approval(env, call).await? {
-                    return Ok((refusal, true));
+                    return Ok(Ok(CallAnswer::refusal(refusal)));
                 }
             }
             Mode::Code | Mode::Yolo => {}
@@ -640,7 +704,7 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
     let snapshot = if mutates {
         match checkpoint_before(env, call).await {
             Ok(snapshot) => snapshot,
-            Err(refusal) => return Ok((refusal, true)),
+            Err(failure) => return Ok(Err(failure)),
         }
     } else {
         None
@@ -650,13 +714,16 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
         output: recorder.sink(),
         ..env.tools.clone()
     };
-    let result = match env
+    let answer = match env
         .registry
         .call(&call.name, &call.arguments, &context)
         .await
     {
-        Ok(output) => (output, false),
-        Err(error) => (error.message, true),
+        Ok(output) => CallAnswer {
+            output,
+            is_error: false,
+        },
+        Err(error) => CallAnswer::refusal(error.message),
     };
     recorder.finish()?;
     // Also after a failure or a timeout: the command may have changed files before it stopped.
@@ -667,7 +734,7 @@ async fn run_call(env: &TurnEnv, call: &ToolCall) -> Result<(String, bool), Jour
             message: format!("/rewind may miss what `{}` changed: {error}", call.name),
         })?;
     }
-    Ok(result)
+    Ok(Ok(answer))
 }
 
 /// Waits for a client's answer. Returns the refusal to show the model, or `None` to go ahead.

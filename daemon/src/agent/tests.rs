@@ -20,6 +20,7 @@ use crate::provider::{
     AssistantMessage, ChatRequest, Completion, Message, Model, ProviderError, StreamDelta,
     StreamEvent,
 };
+use crate::store::{CheckpointStore, SharedStore};
 use crate::tools::{Registry, test_context};
 
 const SYSTEM: &str = "you are tested";
@@ -703,6 +704,62 @@ async fn a_second_reasoning_refusal_fails_the_turn_instead_of_looping() {
         "{report:?}"
     );
     assert_eq!(harness.model.sent().len(), 2);
+    harness.assert_consistent();
+}
+
+fn write_file(id: &str, path: &str, content: &str) -> ToolCall {
+    ToolCall {
+        id: id.to_owned(),
+        name: "write_file".to_owned(),
+        arguments: serde_json::json!({ "path": path, "content": content }).to_string(),
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_cannot_be_saved_fails_the_turn_and_tells_the_user() {
+    let mut harness = Harness::new(Mode::Yolo);
+    std::fs::write(harness.dir.path().join("a.txt"), "before\n").unwrap();
+    let session_dir = tempfile::tempdir().unwrap();
+    // A file where the object directory belongs: saving `a.txt` before the write fails.
+    let objects = session_dir.path().join("objects");
+    std::fs::write(&objects, "in the way").unwrap();
+    let store = CheckpointStore::open(session_dir.path(), harness.dir.path()).unwrap();
+    harness.env.checkpoints = Some(SharedStore::new(store));
+    harness.model.call(vec![
+        write_file("c1", "a.txt", "after\n"),
+        write_file("c2", "b.txt", "new\n"),
+    ]);
+    harness.model.answer("never asked for");
+
+    let report = harness.turn(1, "write them").await;
+
+    assert_eq!(report.outcome, TurnOutcome::Failed);
+    let error = report.error.unwrap_or_default();
+    assert!(error.contains("`write_file` was not run"), "{error}");
+    assert!(error.contains(&objects.display().to_string()), "{error}");
+    assert_eq!(
+        std::fs::read_to_string(harness.dir.path().join("a.txt")).unwrap(),
+        "before\n",
+        "a change /rewind could not undo is not made"
+    );
+    assert!(!harness.dir.path().join("b.txt").exists());
+    assert_eq!(
+        harness.model.sent().len(),
+        1,
+        "the model is not asked again"
+    );
+    let finished = harness
+        .events()
+        .into_iter()
+        .find_map(|event| match event.kind {
+            EventKind::TurnFinished { outcome, error, .. } => Some((outcome, error)),
+            _ => None,
+        })
+        .expect("the turn is journalled as finished");
+    assert_eq!(finished, (TurnOutcome::Failed, Some(error)));
+    let results = harness.tool_results();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results.iter().all(|(_, _, is_error)| *is_error));
     harness.assert_consistent();
 }
 
