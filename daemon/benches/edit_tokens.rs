@@ -1153,6 +1153,7 @@ impl Checker<'_> {
     fn call(&self, tool: &str, arguments: &str) -> Result<String, String> {
         self.runtime
             .block_on(self.registry.call(tool, arguments, &self.context))
+            .map(|output| output.text)
             .map_err(|error| error.message)
     }
 

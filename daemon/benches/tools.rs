@@ -73,7 +73,8 @@ fn bash_in_the_sandbox(runtime: &Runtime) {
         let started = Instant::now();
         let result = runtime
             .block_on(registry.call("bash", &arguments, &context))
-            .unwrap();
+            .unwrap()
+            .text;
         sandboxed.push(started.elapsed());
         assert!(result.ends_with("exit code 0"), "{result}");
 
@@ -196,7 +197,8 @@ fn grep_against_rg(runtime: &Runtime) {
                 let started = Instant::now();
                 tool_text = runtime
                     .block_on(registry.call("grep", &arguments, &context))
-                    .unwrap();
+                    .unwrap()
+                    .text;
                 let tool_time = started.elapsed();
                 if round > 0 {
                     rg_times.push(rg_time);
@@ -332,13 +334,15 @@ fn read_a_large_file(runtime: &Runtime) {
         let started = Instant::now();
         default_text = runtime
             .block_on(registry.call("read_file", default_call, &context))
-            .unwrap();
+            .unwrap()
+            .text;
         let default_time = started.elapsed();
 
         let started = Instant::now();
         limit_text = runtime
             .block_on(registry.call("read_file", &whole_limit, &context))
-            .unwrap();
+            .unwrap()
+            .text;
         let limit_time = started.elapsed();
 
         // What showing every line with its anchor costs, were there no 64 KiB bound.
@@ -374,7 +378,8 @@ fn read_a_large_file(runtime: &Runtime) {
             let arguments = format!(r#"{{"path": "large.rs", "offset": {offset}}}"#);
             let window = runtime
                 .block_on(registry.call("read_file", &arguments, &context))
-                .unwrap();
+                .unwrap()
+                .text;
             calls += 1;
             shown += anchored_lines(&window);
             match continuation(&window) {

@@ -30,7 +30,7 @@ use crate::store::{SharedStore, Snapshot};
 use crate::tools::{Registry, ToolContext};
 
 use approvals::{Answer, Approvals};
-use storm::StormBreaker;
+use storm::{Progress, StormBreaker};
 use tool_output::ToolOutputRecorder;
 
 /// Told to the model when the session enters plan mode. It is appended as a message, never put
@@ -171,6 +171,8 @@ pub enum HarnessError {
 struct CallAnswer {
     output: String,
     is_error: bool,
+    /// The tool succeeded and changed nothing.
+    changed_nothing: bool,
 }
 
 impl CallAnswer {
@@ -178,6 +180,17 @@ impl CallAnswer {
         Self {
             output,
             is_error: true,
+            changed_nothing: false,
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        if self.is_error {
+            Progress::Failed
+        } else if self.changed_nothing {
+            Progress::ChangedNothing
+        } else {
+            Progress::Made
         }
     }
 }
@@ -497,7 +510,7 @@ async fn converse(
             if env.cancel().is_cancelled() {
                 break;
             }
-            let CallAnswer { output, is_error } = match run_call(env, &call).await? {
+            let answer = match run_call(env, &call).await? {
                 Ok(answer) => answer,
                 Err(failure) => {
                     // Answered so the history stays one a provider accepts; the rest of the
@@ -515,15 +528,15 @@ async fn converse(
                     return Ok((TurnOutcome::Failed, Some(failure.to_string())));
                 }
             };
-            let verdict = storm.observe(&call, &output, is_error);
+            let verdict = storm.observe(&call, &answer.output, answer.progress());
             record(
                 &env.log,
                 conversation,
                 EventKind::ToolCallFinished {
                     call_id: call.id,
                     name: call.name.clone(),
-                    output,
-                    is_error,
+                    output: answer.output,
+                    is_error: answer.is_error,
                 },
             )?;
             if let Some(explanation) = verdict {
@@ -720,8 +733,9 @@ async fn run_call(
         .await
     {
         Ok(output) => CallAnswer {
-            output,
+            output: output.text,
             is_error: false,
+            changed_nothing: output.changed_nothing,
         },
         Err(error) => CallAnswer::refusal(error.message),
     };

@@ -7,8 +7,14 @@ use cwcode_protocol::ToolCall;
 /// How many identical outcomes in a row stop the turn.
 pub const REPEAT_LIMIT: u32 = 3;
 
-/// The prefix with which edit tools report a call that changed nothing.
-const NO_CHANGE: &str = "No change";
+/// What a finished call achieved, as far as the storm-breaker cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Made,
+    Failed,
+    /// It succeeded and changed nothing (an edit leaving the file as it was).
+    ChangedNothing,
+}
 
 #[derive(Debug, Default)]
 pub struct StormBreaker {
@@ -27,9 +33,8 @@ struct Outcome {
 impl StormBreaker {
     /// Notes one finished call. Returns the explanation to give the user when this call makes
     /// the third identical failure (or no-op) in a row.
-    pub fn observe(&mut self, call: &ToolCall, output: &str, is_error: bool) -> Option<String> {
-        let no_op = !is_error && output.starts_with(NO_CHANGE);
-        if !is_error && !no_op {
+    pub fn observe(&mut self, call: &ToolCall, output: &str, progress: Progress) -> Option<String> {
+        if progress == Progress::Made {
             self.last = None;
             self.repeats = 0;
             return None;
@@ -38,7 +43,7 @@ impl StormBreaker {
             tool: call.name.clone(),
             arguments: normalise_arguments(&call.arguments),
             result: output.to_owned(),
-            failed: is_error,
+            failed: progress == Progress::Failed,
         };
         if self.last.as_ref() == Some(&outcome) {
             self.repeats += 1;
@@ -105,7 +110,7 @@ mod tests {
         let failing = call(r#"{"command":"make"}"#);
         assert!(
             breaker
-                .observe(&failing, "no rule to make target", true)
+                .observe(&failing, "no rule to make target", Progress::Failed)
                 .is_none()
         );
         // The same arguments, formatted differently, are the same call.
@@ -114,12 +119,12 @@ mod tests {
                 .observe(
                     &call(r#"{ "command": "make" }"#),
                     "no rule to make target",
-                    true
+                    Progress::Failed
                 )
                 .is_none()
         );
         let explanation = breaker
-            .observe(&failing, "no rule to make target", true)
+            .observe(&failing, "no rule to make target", Progress::Failed)
             .unwrap();
         assert!(
             explanation.contains("`bash` failed 3 times"),
@@ -133,12 +138,20 @@ mod tests {
     fn a_success_or_a_different_error_resets_the_count() {
         let mut breaker = StormBreaker::default();
         let failing = call(r#"{"command":"make"}"#);
-        breaker.observe(&failing, "error A", true);
-        breaker.observe(&failing, "error A", true);
-        assert!(breaker.observe(&failing, "error B", true).is_none());
-        breaker.observe(&failing, "error B", true);
-        assert!(breaker.observe(&failing, "fine", false).is_none());
-        assert!(breaker.observe(&failing, "error B", true).is_none());
+        breaker.observe(&failing, "error A", Progress::Failed);
+        breaker.observe(&failing, "error A", Progress::Failed);
+        assert!(
+            breaker
+                .observe(&failing, "error B", Progress::Failed)
+                .is_none()
+        );
+        breaker.observe(&failing, "error B", Progress::Failed);
+        assert!(breaker.observe(&failing, "fine", Progress::Made).is_none());
+        assert!(
+            breaker
+                .observe(&failing, "error B", Progress::Failed)
+                .is_none()
+        );
     }
 
     #[test]
@@ -150,9 +163,24 @@ mod tests {
             arguments: r#"{"path":"a","old_string":"x","new_string":"x"}"#.into(),
         };
         let output = "No change: the replacements leave `a` as it was; nothing was written.";
-        breaker.observe(&edit, output, false);
-        breaker.observe(&edit, output, false);
-        let explanation = breaker.observe(&edit, output, false).unwrap();
+        breaker.observe(&edit, output, Progress::ChangedNothing);
+        breaker.observe(&edit, output, Progress::ChangedNothing);
+        let explanation = breaker
+            .observe(&edit, output, Progress::ChangedNothing)
+            .unwrap();
         assert!(explanation.contains("changed nothing"), "{explanation}");
+    }
+
+    #[test]
+    fn a_success_is_progress_whatever_its_text_says() {
+        let mut breaker = StormBreaker::default();
+        let read = call(r#"{"command":"cat notes"}"#);
+        for _ in 0..REPEAT_LIMIT {
+            assert!(
+                breaker
+                    .observe(&read, "No change yet, says the note", Progress::Made)
+                    .is_none()
+            );
+        }
     }
 }

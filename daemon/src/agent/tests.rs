@@ -559,6 +559,42 @@ async fn the_storm_breaker_stops_three_identical_failures() {
 }
 
 #[tokio::test]
+async fn the_storm_breaker_stops_three_edits_that_change_nothing() {
+    let mut harness = Harness::new(Mode::Yolo);
+    std::fs::write(harness.dir.path().join("a.txt"), "one\n").unwrap();
+    // Each call succeeds and ends where it began: one and back.
+    let round_trip = serde_json::json!({
+        "path": "a.txt",
+        "edits": [
+            {"old_string": "one", "new_string": "two"},
+            {"old_string": "two", "new_string": "one"},
+        ],
+    })
+    .to_string();
+    for id in ["e1", "e2", "e3"] {
+        harness.model.call(vec![ToolCall {
+            id: id.to_owned(),
+            name: "edit_file".to_owned(),
+            arguments: round_trip.clone(),
+        }]);
+    }
+    harness.model.answer("never asked for");
+
+    let report = harness.turn(1, "edit it").await;
+
+    assert_eq!(report.outcome, TurnOutcome::StormBroken);
+    assert_eq!(harness.model.sent().len(), 3, "no fourth request");
+    let results = harness.tool_results();
+    assert!(
+        results
+            .iter()
+            .all(|(_, output, is_error)| !is_error && output.starts_with("No change")),
+        "the model sees the same text as before: {results:?}"
+    );
+    harness.assert_consistent();
+}
+
+#[tokio::test]
 async fn an_over_full_context_is_compacted_before_the_next_request() {
     let mut harness = Harness::new(Mode::Code);
     // Too small for anything: the first turn has nothing older to compact, the second does.

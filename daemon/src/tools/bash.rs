@@ -41,6 +41,7 @@ pub struct Bash;
 
 impl Tool for Bash {
     type Args = BashArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -629,7 +630,7 @@ mod tests {
 
         let result = registry.call("bash", &arguments, &context).await.unwrap();
 
-        assert_eq!(result, "key=[redacted]\n[redacted].\nexit code 0");
+        assert_eq!(result.text, "key=[redacted]\n[redacted].\nexit code 0");
         {
             let streamed = streamed.lock().unwrap();
             assert_eq!(streamed.concat(), "key=[redacted]\n[redacted].\n");

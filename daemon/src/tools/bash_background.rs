@@ -67,6 +67,7 @@ pub struct BashBackground;
 
 impl Tool for BashBackground {
     type Args = BashBackgroundArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -748,7 +749,8 @@ mod tests {
         let started = registry
             .call("bash_background", &arguments, &context)
             .await
-            .unwrap();
+            .unwrap()
+            .text;
 
         assert!(started.ends_with("\n[absent]\n[redacted]\n"), "{started}");
         assert!(!started.contains("sk-background"), "{started}");

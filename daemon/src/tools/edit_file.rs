@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::write_file::write_atomically;
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 const NBSP: char = '\u{a0}';
 /// Candidate lines named when a string is not found.
@@ -81,6 +81,7 @@ pub struct EditFile;
 
 impl Tool for EditFile {
     type Args = EditFileArgs;
+    type Output = ToolOutput;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -91,7 +92,11 @@ impl Tool for EditFile {
         }
     }
 
-    async fn call(&self, args: EditFileArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn call(
+        &self,
+        args: EditFileArgs,
+        context: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let path = context.workspace.resolve(&args.path)?;
         let shown_as = context.workspace.display(&path);
         let replacements = args.replacements()?;
@@ -111,7 +116,11 @@ impl Tool for EditFile {
     }
 }
 
-fn edit(path: &Path, shown_as: &str, replacements: &[Replacement]) -> Result<String, ToolError> {
+fn edit(
+    path: &Path,
+    shown_as: &str,
+    replacements: &[Replacement],
+) -> Result<ToolOutput, ToolError> {
     let original = read_text(path, shown_as)?;
     let style = Style::of(&original);
     let mut text = original.clone();
@@ -128,16 +137,16 @@ fn edit(path: &Path, shown_as: &str, replacements: &[Replacement]) -> Result<Str
         applied.push(lines);
     }
     if text == original {
-        return Ok(format!(
+        return Ok(ToolOutput::no_change(format!(
             "No change: the replacements leave `{shown_as}` as it was; nothing was written."
-        ));
+        )));
     }
     write_atomically(path, text.as_bytes()).map_err(|error| {
         ToolError::new(format!(
             "could not write `{shown_as}`: {error}; the file is unchanged"
         ))
     })?;
-    Ok(report(shown_as, &applied))
+    Ok(report(shown_as, &applied).into())
 }
 
 fn read_text(path: &Path, shown_as: &str) -> Result<String, ToolError> {
@@ -466,6 +475,7 @@ mod tests {
             EditFile
                 .call(serde_json::from_value(arguments).unwrap(), &self.context)
                 .await
+                .map(|output| output.text)
         }
 
         #[allow(clippy::unwrap_used)]

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::hashline::{
     line_content, line_hash, parse_anchor, push_formatted_line, strip_echoed_prefixes,
 };
-use super::{ReadLedger, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{ReadLedger, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 /// Lines of the current file shown around each stale anchor.
 const STALE_CONTEXT: usize = 2;
@@ -69,6 +69,7 @@ pub struct EditLines;
 
 impl Tool for EditLines {
     type Args = EditLinesArgs;
+    type Output = ToolOutput;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -80,7 +81,11 @@ impl Tool for EditLines {
         }
     }
 
-    async fn call(&self, args: EditLinesArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn call(
+        &self,
+        args: EditLinesArgs,
+        context: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let path = context.workspace.resolve(&args.path)?;
         let shown_as = context.workspace.display(&path);
         let reads = Arc::clone(&context.reads);
@@ -138,7 +143,7 @@ fn edit_file(
     shown_as: &str,
     edits: &[LineEdit],
     reads: &Mutex<ReadLedger>,
-) -> Result<String, ToolError> {
+) -> Result<ToolOutput, ToolError> {
     if edits.is_empty() {
         return Err(ToolError::new(
             "edits is empty: give at least one {line, hash, new_text}",
@@ -192,9 +197,9 @@ fn edit_file(
         .flat_map(|line| [line.content.as_ref(), line.ending])
         .collect();
     if new_text == original {
-        return Ok(format!(
+        return Ok(ToolOutput::no_change(format!(
             "No change: the new text equals what `{shown_as}` already holds; nothing was written."
-        ));
+        )));
     }
     write_atomically(path, new_text.as_bytes()).map_err(|error| {
         ToolError::new(format!(
@@ -204,13 +209,7 @@ fn edit_file(
 
     let mut ledger = reads.lock().unwrap_or_else(PoisonError::into_inner);
     ledger.forget(path);
-    Ok(success_report(
-        shown_as,
-        path,
-        &splices,
-        &edited,
-        &mut ledger,
-    ))
+    Ok(success_report(shown_as, path, &splices, &edited, &mut ledger).into())
 }
 
 fn read_text(path: &Path, shown_as: &str) -> Result<String, ToolError> {
@@ -656,7 +655,10 @@ mod tests {
         #[allow(clippy::unwrap_used)]
         async fn edit(&self, edits: serde_json::Value) -> Result<String, ToolError> {
             let args = serde_json::from_value(json!({"path": "f.txt", "edits": edits})).unwrap();
-            EditLines.call(args, &self.context).await
+            EditLines
+                .call(args, &self.context)
+                .await
+                .map(|output| output.text)
         }
 
         #[allow(clippy::unwrap_used)]
@@ -1062,11 +1064,11 @@ mod tests {
     #[tokio::test]
     async fn an_edit_that_changes_nothing_says_so() {
         let fixture = Fixture::read("a\nb\n", None).await;
-        let result = fixture
-            .edit(json!([with(anchor(2, "b"), json!({"new_text": "b"}))]))
-            .await
-            .unwrap();
-        assert!(result.starts_with("No change"), "{result}");
+        let edits = json!([with(anchor(2, "b"), json!({"new_text": "b"}))]);
+        let args = serde_json::from_value(json!({"path": "f.txt", "edits": edits})).unwrap();
+        let result = EditLines.call(args, &fixture.context).await.unwrap();
+        assert!(result.changed_nothing, "{result:?}");
+        assert!(result.text.starts_with("No change"), "{result:?}");
         assert_eq!(fixture.content(), "a\nb\n");
     }
 

@@ -274,7 +274,9 @@ fn apply(path: &Path, file: &File, edits: &[LineEdit]) -> Result<String, String>
         .enumerate()
         .map(|(index, line)| (index + 1, line.clone()));
     ledger.record(path.to_owned(), file.lines.len(), shown);
-    edit_file(path, "f.txt", edits, &Mutex::new(ledger)).map_err(|error| error.message)
+    edit_file(path, "f.txt", edits, &Mutex::new(ledger))
+        .map(|output| output.text)
+        .map_err(|error| error.message)
 }
 
 proptest! {

@@ -29,6 +29,7 @@ pub struct Glob;
 
 impl Tool for Glob {
     type Args = GlobArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {

@@ -62,6 +62,7 @@ pub struct Grep;
 
 impl Tool for Grep {
     type Args = GrepArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {

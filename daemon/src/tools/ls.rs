@@ -30,6 +30,7 @@ pub struct Ls;
 
 impl Tool for Ls {
     type Args = LsArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {

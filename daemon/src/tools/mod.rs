@@ -57,6 +57,9 @@ pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {
 /// One tool: its definition and its call.
 pub trait Tool: Send + Sync + 'static {
     type Args: ToolArgs;
+    /// What a successful call returns: the text for the model (`String`), or a [`ToolOutput`]
+    /// when the call has more to tell the harness.
+    type Output: Into<ToolOutput>;
 
     fn definition(&self) -> ToolDefinition;
 
@@ -64,7 +67,36 @@ pub trait Tool: Send + Sync + 'static {
         &self,
         args: Self::Args,
         context: &ToolContext,
-    ) -> impl Future<Output = Result<String, ToolError>> + Send;
+    ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+}
+
+/// What a successful call returns: the text the model is shown, and what the harness needs to
+/// know about the call besides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    /// The call succeeded but changed nothing (an edit leaving the file as it was): repeated
+    /// the same way, it is a loop the storm-breaker stops.
+    pub changed_nothing: bool,
+}
+
+impl ToolOutput {
+    /// A call that changed nothing; `text` says so to the model.
+    pub fn no_change(text: String) -> Self {
+        Self {
+            text,
+            changed_nothing: true,
+        }
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        Self {
+            text,
+            changed_nothing: false,
+        }
+    }
 }
 
 /// A failure the model can act on: the message says what went wrong and what to do instead.

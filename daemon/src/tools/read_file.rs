@@ -36,6 +36,7 @@ pub struct ReadFile;
 
 impl Tool for ReadFile {
     type Args = ReadFileArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {

@@ -18,7 +18,7 @@ use super::read_file::ReadFile;
 use super::redacting_sink::RedactingSink;
 use super::todo_write::TodoWrite;
 use super::write_file::WriteFile;
-use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError};
+use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput};
 use crate::sandbox::secrets::Redactor;
 
 /// What the model is shown of a tool, built once at registration so every request carries the
@@ -39,7 +39,7 @@ trait ErasedTool: Send + Sync {
         &'a self,
         arguments: &str,
         context: &'a ToolContext,
-    ) -> Result<BoxFuture<'a, Result<String, ToolError>>, serde_json::Error>;
+    ) -> Result<BoxFuture<'a, Result<ToolOutput, ToolError>>, serde_json::Error>;
 
     fn touched_paths(&self, arguments: &str) -> Vec<PathBuf>;
 }
@@ -49,9 +49,11 @@ impl<T: Tool> ErasedTool for T {
         &'a self,
         arguments: &str,
         context: &'a ToolContext,
-    ) -> Result<BoxFuture<'a, Result<String, ToolError>>, serde_json::Error> {
+    ) -> Result<BoxFuture<'a, Result<ToolOutput, ToolError>>, serde_json::Error> {
         let args: T::Args = serde_json::from_str(object_text(arguments))?;
-        Ok(Box::pin(Tool::call(self, args, context)))
+        Ok(Box::pin(async move {
+            Tool::call(self, args, context).await.map(Into::into)
+        }))
     }
 
     fn touched_paths(&self, arguments: &str) -> Vec<PathBuf> {
@@ -144,7 +146,7 @@ impl Registry {
         name: &str,
         arguments: &str,
         context: &ToolContext,
-    ) -> Result<String, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let redactor = Redactor::new(&context.secret_values);
         let result = if redactor.is_empty() {
             self.call_unredacted(name, arguments, context).await
@@ -160,7 +162,10 @@ impl Registry {
         };
         // Redacted before it is bounded, which could cut a secret in two.
         result
-            .map(|text| bounded(redactor.redact(text)))
+            .map(|output| ToolOutput {
+                text: bounded(redactor.redact(output.text)),
+                ..output
+            })
             .map_err(|error| ToolError::new(bounded(redactor.redact(error.message))))
     }
 
@@ -169,7 +174,7 @@ impl Registry {
         name: &str,
         arguments: &str,
         context: &ToolContext,
-    ) -> Result<String, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let entry = self.entry(name).ok_or_else(|| self.unknown_tool(name))?;
         let call = entry.tool.start(arguments, context).map_err(|error| {
             ToolError::new(format!(
@@ -331,6 +336,7 @@ mod tests {
 
     impl Tool for Echo {
         type Args = EchoArgs;
+        type Output = String;
 
         fn definition(&self) -> ToolDefinition {
             ToolDefinition {
@@ -424,7 +430,8 @@ mod tests {
         let result = registry
             .call("read_file", r#"{"path": "a.txt"}"#, &context)
             .await
-            .unwrap();
+            .unwrap()
+            .text;
 
         assert_eq!(result, crate::tools::hashline::format_line(1, "hello"));
     }
@@ -490,7 +497,8 @@ mod tests {
         let result = registry
             .call("echo", &arguments, &test_context(dir.path()))
             .await
-            .unwrap();
+            .unwrap()
+            .text;
 
         let (kept, note) = result.split_once("\n[result cut").unwrap();
         assert_eq!(kept.len(), MAX_RESULT_BYTES);
@@ -517,7 +525,7 @@ mod tests {
             .await
             .unwrap();
 
-        assert_eq!(result, "key [redacted] and [redacted]; tiny stays");
+        assert_eq!(result.text, "key [redacted] and [redacted]; tiny stays");
     }
 
     #[test]

@@ -73,6 +73,7 @@ pub struct TodoWrite;
 
 impl Tool for TodoWrite {
     type Args = TodoWriteArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -179,7 +180,7 @@ mod tests {
             .unwrap();
 
         assert_eq!(
-            result,
+            result.text,
             "1 of 3 done:\n[x] Read the parser\n[>] Fix the bug\n[ ] Add a test"
         );
         let expected = vec![

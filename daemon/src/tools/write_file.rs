@@ -29,6 +29,7 @@ pub struct WriteFile;
 
 impl Tool for WriteFile {
     type Args = WriteFileArgs;
+    type Output = String;
 
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
