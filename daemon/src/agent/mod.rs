@@ -26,7 +26,7 @@ use crate::provider::{
     ChatRequest, FunctionSpec, Message, Model, ProviderError, StreamDelta, StreamEvent,
     estimate_request_tokens, shared_prefix_len,
 };
-use crate::store::{SharedStore, Snapshot};
+use crate::store::{SharedStore, SharedStoreError, Snapshot};
 use crate::tools::{Registry, ToolContext};
 
 use approvals::{Answer, Approvals};
@@ -158,12 +158,13 @@ pub enum HarnessError {
     /// The files a mutating call would change could not be saved first: a change /rewind
     /// could not undo is not made.
     #[error(
-        "`{tool}` was not run: cwcode could not save {what} first, so /rewind could not have undone it: {reason}"
+        "`{tool}` was not run: cwcode could not save {what} first, so /rewind could not have undone it: {source}"
     )]
     Checkpoint {
         tool: String,
         what: &'static str,
-        reason: String,
+        #[source]
+        source: SharedStoreError,
     },
 }
 
@@ -210,10 +211,10 @@ async fn checkpoint_before(
         return Ok(None);
     };
     let failed = |what: &'static str| {
-        move |error: String| HarnessError::Checkpoint {
+        move |source| HarnessError::Checkpoint {
             tool: call.name.clone(),
             what,
-            reason: error,
+            source,
         }
     };
     if env

@@ -42,7 +42,7 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         SessionError::Approval(_) => ErrorCode::ApprovalNotFound,
         SessionError::ShuttingDown => ErrorCode::ShuttingDown,
         SessionError::Busy => ErrorCode::SessionBusy,
-        SessionError::Checkpoint(_) => ErrorCode::Checkpoint,
+        SessionError::Checkpoint(_) | SessionError::NoCheckpointStore => ErrorCode::Checkpoint,
         SessionError::Goals(_) => ErrorCode::Goals,
         SessionError::Journal(_) | SessionError::Write(_) | SessionError::Io { .. } => {
             ErrorCode::Storage

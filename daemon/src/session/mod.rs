@@ -31,7 +31,9 @@ use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::goals::LoopState;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
-use crate::store::{CheckpointStore, SharedStore, StoreOptions, WriteError, atomic_write};
+use crate::store::{
+    CheckpointStore, SharedStore, SharedStoreError, StoreOptions, WriteError, atomic_write,
+};
 use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
 use crate::agent::history::Conversation;
@@ -75,8 +77,10 @@ pub enum SessionError {
     ShuttingDown,
     #[error("a turn is running or queued: cancel it (`cwcode-cli cancel`) or wait, then retry")]
     Busy,
-    #[error("{0}")]
-    Checkpoint(String),
+    #[error(transparent)]
+    Checkpoint(#[from] SharedStoreError),
+    #[error("this session has no checkpoint store (see the daemon log for why)")]
+    NoCheckpointStore,
     #[error("{0}")]
     Goals(String),
 }
@@ -257,11 +261,9 @@ impl Session {
     }
 
     fn store(&self) -> Result<&SharedStore, SessionError> {
-        self.checkpoints.as_ref().ok_or_else(|| {
-            SessionError::Checkpoint(
-                "this session has no checkpoint store (see the daemon log for why)".to_owned(),
-            )
-        })
+        self.checkpoints
+            .as_ref()
+            .ok_or(SessionError::NoCheckpointStore)
     }
 
     /// Rewinds files and history to before prompt `turn` (`None`: undoes the last rewind). It

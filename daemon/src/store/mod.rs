@@ -17,7 +17,7 @@ pub use baseline::{CommandChanges, NotCheckpointed, Snapshot};
 pub use checkpoints::{CheckpointStore, CheckpointSummary, RestoreReport, StoreOptions};
 pub use objects::{GcReport, ObjectId, ObjectStore};
 pub use restore::{NotRestored, PathState};
-pub use shared::SharedStore;
+pub use shared::{SharedStore, SharedStoreError};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write {}: {source}{}", .path.display(), fix_for(.source))]
