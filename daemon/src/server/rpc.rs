@@ -38,7 +38,7 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
     let code = match &error {
         SessionError::NotFound(_) | SessionError::Ambiguous { .. } => ErrorCode::SessionNotFound,
         SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
-        SessionError::Profile(_) => ErrorCode::ProfileNotFound,
+        SessionError::Profile(_) | SessionError::NoDefaultProfile(_) => ErrorCode::ProfileNotFound,
         SessionError::Approval(_) => ErrorCode::ApprovalNotFound,
         SessionError::ShuttingDown => ErrorCode::ShuttingDown,
         SessionError::Busy => ErrorCode::SessionBusy,

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent;
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::goals::LoopState;
+use crate::provider::ConfigError;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{
@@ -63,8 +64,11 @@ pub enum SessionError {
     Ambiguous { prefix: String, count: usize },
     #[error("workspace `{path}` is not usable: {reason}")]
     InvalidWorkspace { path: String, reason: String },
+    #[error(transparent)]
+    Profile(#[from] ConfigError),
+    /// No profile was named and none is the default: the text says how to choose one.
     #[error("{0}")]
-    Profile(String),
+    NoDefaultProfile(String),
     #[error(transparent)]
     Journal(#[from] JournalError),
     #[error(transparent)]
@@ -359,10 +363,7 @@ impl Session {
     /// Points the session at another provider profile; a turn in flight finishes on the old
     /// one. The new provider's cache is cold, so the next request is billed in full.
     pub fn set_profile(&self, profile: &str) -> Result<SessionInfo, SessionError> {
-        self.shared
-            .providers
-            .check_profile(profile)
-            .map_err(|error| SessionError::Profile(error.to_string()))?;
+        self.shared.providers.check_profile(profile)?;
         let changed = {
             let mut control = self.control();
             let changed = control.info.profile != profile;
@@ -679,17 +680,14 @@ impl Sessions {
         }
         let profile = match params.profile {
             Some(profile) => {
-                self.shared
-                    .providers
-                    .check_profile(&profile)
-                    .map_err(|error| SessionError::Profile(error.to_string()))?;
+                self.shared.providers.check_profile(&profile)?;
                 profile
             }
             None => self
                 .shared
                 .providers
                 .default_profile()
-                .map_err(SessionError::Profile)?,
+                .map_err(SessionError::NoDefaultProfile)?,
         };
         let id = uuid::Uuid::now_v7().simple().to_string();
         let dir = self.shared.paths.session_dir(&id);
