@@ -44,9 +44,11 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         SessionError::Busy => ErrorCode::SessionBusy,
         SessionError::Checkpoint(_) | SessionError::NoCheckpointStore => ErrorCode::Checkpoint,
         SessionError::Goals(_) => ErrorCode::Goals,
-        SessionError::Journal(_) | SessionError::Write(_) | SessionError::Io { .. } => {
-            ErrorCode::Storage
-        }
+        SessionError::Journal(_)
+        | SessionError::Write(_)
+        | SessionError::Io { .. }
+        | SessionError::File { .. }
+        | SessionError::Encode(_) => ErrorCode::Storage,
     };
     ErrorObjectOwned::owned(code.code(), error.to_string(), None::<()>)
 }

@@ -33,7 +33,7 @@ use crate::provider::ConfigError;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{
-    CheckpointStore, SharedStore, SharedStoreError, StoreOptions, WriteError, atomic_write,
+    CheckpointStore, SharedStore, SharedStoreError, StoreOptions, WriteError, atomic_write, fix_for,
 };
 use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
@@ -75,6 +75,15 @@ pub enum SessionError {
     Write(#[from] WriteError),
     #[error("{path}: {reason}")]
     Io { path: PathBuf, reason: String },
+    #[error("cannot {action} {}: {source}{}", .path.display(), fix_for(.source))]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode the session's info: {0}")]
+    Encode(#[from] serde_json::Error),
     #[error(transparent)]
     Approval(#[from] ApprovalNotFound),
     #[error("the daemon is shutting down: retry once it has restarted")]
@@ -428,10 +437,7 @@ impl Session {
 }
 
 fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
-    let mut bytes = serde_json::to_vec_pretty(info).map_err(|error| SessionError::Io {
-        path: dir.join(INFO_FILE),
-        reason: error.to_string(),
-    })?;
+    let mut bytes = serde_json::to_vec_pretty(info)?;
     bytes.push(b'\n');
     Ok(atomic_write(&dir.join(INFO_FILE), &bytes)?)
 }
@@ -695,9 +701,10 @@ impl Sessions {
             .recursive(true)
             .mode(SESSION_DIR_MODE)
             .create(&dir)
-            .map_err(|error| SessionError::Io {
+            .map_err(|source| SessionError::File {
+                action: "create the session directory",
                 path: dir.clone(),
-                reason: format!("cannot create the session directory: {error}"),
+                source,
             })?;
         let root = workspace.root().to_string_lossy().into_owned();
         let now = now_rfc3339();
@@ -881,9 +888,10 @@ impl Sessions {
                 session.dir.clone()
             }
         };
-        std::fs::remove_dir_all(&dir).map_err(|error| SessionError::Io {
+        std::fs::remove_dir_all(&dir).map_err(|source| SessionError::File {
+            action: "delete the session directory",
             path: dir.clone(),
-            reason: error.to_string(),
+            source,
         })
     }
 
