@@ -31,7 +31,9 @@ use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::goals::LoopState;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
-use crate::store::{CheckpointStore, SharedStore, StoreOptions, WriteError, atomic_write};
+use crate::store::{
+    CheckpointStore, Durability, SharedStore, StoreOptions, WriteError, atomic_write,
+};
 use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
 use crate::agent::history::Conversation;
@@ -430,7 +432,11 @@ fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
         reason: error.to_string(),
     })?;
     bytes.push(b'\n');
-    Ok(atomic_write(&dir.join(INFO_FILE), &bytes)?)
+    Ok(atomic_write(
+        &dir.join(INFO_FILE),
+        &bytes,
+        Durability::Synced,
+    )?)
 }
 
 /// The session's checkpoint store. Without one the session still works, without `/rewind`.

@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::StoreError;
 use super::baseline::{Baseline, CommandChanges, Limits, Snapshot};
-use super::ledger::{Durability, Ledger, PathRecord, Record};
+use super::ledger::{Ledger, PathRecord, Record};
 use super::objects::{GcReport, ObjectStore};
 use super::restore::{self, Applied, Keep, NotRestored, PathState};
+use super::{Durability, StoreError};
 
 const OBJECTS_DIR: &str = "objects";
 const CHECKPOINTS_FILE: &str = "checkpoints.jsonl";
@@ -181,7 +181,7 @@ impl CheckpointStore {
             time: now_rfc3339(),
         };
         if self.ledger.rewinds.is_empty() {
-            self.ledger.append(record, Durability::AtNextSync)?;
+            self.ledger.append(record, Durability::Unsynced)?;
         } else {
             self.ledger.commit_rewinds_then(record)?;
             if let Err(error) = self.gc() {
@@ -246,7 +246,7 @@ impl CheckpointStore {
         if !paths.is_empty() {
             paths.sort_by(|left, right| left.path.cmp(&right.path));
             self.ledger
-                .append(Record::Before { turn, paths }, Durability::AtNextSync)?;
+                .append(Record::Before { turn, paths }, Durability::Unsynced)?;
         }
         Ok(comparison.changes)
     }
