@@ -286,9 +286,8 @@ fn read_events(path: &Path, file: &File, since: u64, until: u64) -> Result<Loade
     Ok(loaded)
 }
 
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
-}
+/// Kept for callers not yet moved to `crate::util` (server/rpc.rs).
+pub use crate::util::now_rfc3339;
 
 #[cfg(test)]
 mod tests {

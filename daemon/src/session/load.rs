@@ -13,8 +13,9 @@ use cwcode_protocol::{
 use super::{INFO_FILE, JOURNAL_FILE, SYSTEM_PROMPT_FILE, SessionError, Work, write_info};
 use crate::agent;
 use crate::agent::approvals::Approvals;
-use crate::journal::{Journal, now_rfc3339};
+use crate::journal::Journal;
 use crate::store::{Durability, atomic_write};
+use crate::util::now_rfc3339;
 
 /// Where a damaged `session.json` is kept once it has been rebuilt.
 const DAMAGED_INFO_FILE: &str = "session.json.damaged";

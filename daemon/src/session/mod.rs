@@ -37,8 +37,9 @@ use crate::store::{
 use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
 use crate::agent::history::Conversation;
+use crate::journal::JournalError;
 use crate::journal::bus::{EventLog, Subscription};
-use crate::journal::{JournalError, now_rfc3339};
+use crate::util::now_rfc3339;
 use load::{
     approvals_from_journal, default_title, last_todos, next_turn, pending_prompts,
     write_new_session,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::lexically_normal;
+use crate::util::{lexically_normal, now_rfc3339};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -419,10 +419,6 @@ impl CheckpointStore {
             .collect();
         format!("checkpoints exist for prompts {}", turns.join(", "))
     }
-}
-
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The canonical form of a directory that may not exist yet (a new session's): its longest
