@@ -16,6 +16,7 @@ use cwcode_protocol::{
 use crate::commands::{self, Candidate, Command, Input};
 use crate::daemon::{Action, GoalCall, Open, Reply, Request};
 use crate::editor::Editor;
+use crate::format;
 use crate::picker::{Choice, Picker};
 use crate::reports;
 use crate::rewind::RewindPicker;
@@ -895,7 +896,7 @@ impl App {
                 self.note(
                     format!(
                         "mode is {mode}: {} (Shift+Tab cycles; /mode plan|code|yolo)",
-                        commands::mode_meaning(mode)
+                        format::mode_meaning(mode)
                     ),
                     Tone::Info,
                 );

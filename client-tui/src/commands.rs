@@ -2,6 +2,8 @@
 
 use cwcode_protocol::{Mode, ProfileInfo};
 
+use crate::format::mode_meaning;
+
 /// A slash command offered by completion and `/help`. Only commands the daemon can carry out
 /// today are listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,14 +305,6 @@ const GOAL_WORDS: [(&str, &str); 3] = [
     ),
     ("off", "stop the loop; a cycle in flight is cancelled"),
 ];
-
-pub fn mode_meaning(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Plan => "read-only tools, the agent proposes changes",
-        Mode::Code => "changes wait for your approval",
-        Mode::Yolo => "every tool runs without asking",
-    }
-}
 
 /// The mode Shift+Tab moves to: plan → code → yolo → plan.
 pub fn next_mode(mode: Mode) -> Mode {

@@ -13,6 +13,7 @@ mod diff;
 mod editor;
 #[cfg(test)]
 mod fixtures;
+mod format;
 mod markdown;
 mod picker;
 mod reports;

@@ -2,15 +2,13 @@
 //! narrow enough for an 80-column terminal: counts are shortened (12.3k) rather than printed
 //! whole, as `cwcode-cli` does for scripts.
 
-use cwcode_protocol::{CacheReport, CostReport, GoalStatus, RewindResult};
+use cwcode_protocol::{CacheReport, CostReport, GoalStatus};
 
-use crate::transcript::{percent, shorten, tokens};
+use crate::format::{bytes, money, percent, tokens};
 use crate::wrap;
 
 /// Turns shown in a table; a long session's first turns say little about its cache or cost now.
 const TABLE_TURNS: usize = 20;
-/// Paths named in a one-line summary before the rest are counted.
-const NAMED_FILES: usize = 3;
 
 pub fn cache_table(report: &CacheReport) -> String {
     if report.turns.is_empty() {
@@ -152,57 +150,6 @@ fn earlier(turns: usize) -> String {
     }
 }
 
-/// An amount of money, with the digits a per-turn cost needs (fractions of a cent).
-pub fn money(amount: f64) -> String {
-    if amount < 1.0 {
-        format!("{amount:.4}")
-    } else {
-        format!("{amount:.2}")
-    }
-}
-
-/// A size in bytes, short: 812 B, 21.0 KB, 1.2 MB.
-pub fn bytes(count: u64) -> String {
-    match count {
-        0..1_000 => format!("{count} B"),
-        1_000..1_000_000 => format!("{:.1} KB", count as f64 / 1e3),
-        _ => format!("{:.1} MB", count as f64 / 1e6),
-    }
-}
-
-/// Paths on one line of at most `room` columns: as many of the first few as fit whole, then
-/// how many more.
-pub fn files(paths: &[String], room: usize) -> String {
-    if paths.is_empty() {
-        return "no files".to_owned();
-    }
-    let named = |count: usize| match paths.len() - count {
-        0 => paths[..count].join(", "),
-        more => format!("{} and {more} more", paths[..count].join(", ")),
-    };
-    (1..=paths.len().min(NAMED_FILES))
-        .rev()
-        .map(named)
-        .find(|text| wrap::width(text) <= room)
-        .unwrap_or_else(|| shorten(&named(1), room))
-}
-
-/// What a rewind (or its undo) did to the files, in one line.
-pub fn rewind_effect(result: &RewindResult) -> String {
-    let mut parts = Vec::new();
-    if !result.restored.is_empty() {
-        parts.push(format!("restored {}", files(&result.restored, usize::MAX)));
-    }
-    if !result.removed.is_empty() {
-        parts.push(format!("removed {}", files(&result.removed, usize::MAX)));
-    }
-    if parts.is_empty() {
-        "no file changed".to_owned()
-    } else {
-        parts.join("; ")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use cwcode_protocol::{GoalItem, PriceTable, TurnCache, TurnCost};
@@ -295,30 +242,6 @@ mod tests {
             "{advice}"
         );
         assert!(advice.contains("\"pricing\"") && advice.contains("config.json"));
-    }
-
-    #[test]
-    fn sizes_money_and_file_lists_are_short() {
-        assert_eq!(bytes(812), "812 B");
-        assert_eq!(bytes(21_040), "21.0 KB");
-        assert_eq!(bytes(1_260_000), "1.3 MB");
-        assert_eq!(money(0.000_739), "0.0007");
-        assert_eq!(money(12.345), "12.35");
-        let paths: Vec<String> = ["a", "b", "c", "d", "e"].map(str::to_owned).to_vec();
-        assert_eq!(files(&paths[..2], 80), "a, b");
-        assert_eq!(files(&paths, 80), "a, b, c and 2 more");
-        assert_eq!(files(&paths, 12), "a and 4 more");
-        assert_eq!(files(&paths, 6), "a and…");
-        assert_eq!(files(&[], 6), "no files");
-        let result = RewindResult {
-            turn: 2,
-            prompt: String::new(),
-            restored: paths[..1].to_vec(),
-            removed: paths[1..2].to_vec(),
-            failed: Vec::new(),
-        };
-        assert_eq!(rewind_effect(&result), "restored a; removed b");
-        assert_eq!(rewind_effect(&RewindResult::default()), "no file changed");
     }
 
     #[test]

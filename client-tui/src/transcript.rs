@@ -12,8 +12,8 @@ use ratatui::text::{Line, Span};
 use serde_json::Value;
 
 use crate::diff::{self, Diff, DiffLine, FileViews};
+use crate::format::{self, outcome_word, percent, shorten, tokens};
 use crate::markdown;
-use crate::reports;
 use crate::wrap::{self, sanitize, wrap_line};
 
 /// Lines of a finished tool's result shown before it is collapsed.
@@ -302,7 +302,7 @@ impl Transcript {
             EventKind::ModeChanged { mode } => self.note(
                 format!(
                     "mode is now {mode}: {}",
-                    crate::commands::mode_meaning(*mode)
+                    format::mode_meaning(*mode)
                 ),
                 Tone::Info,
             ),
@@ -322,7 +322,7 @@ impl Transcript {
             EventKind::CheckpointCreated { turn, files } => self.note(
                 format!(
                     "checkpoint of prompt {turn}: {} · /rewind {turn} puts it back",
-                    reports::files(files, usize::MAX)
+                    format::files(files, usize::MAX)
                 ),
                 Tone::Info,
             ),
@@ -331,7 +331,7 @@ impl Transcript {
                     format!(
                         "rewound to before prompt {}: {} · /rewind undo reverts it",
                         result.turn,
-                        reports::rewind_effect(result)
+                        format::rewind_effect(result)
                     ),
                     Tone::Warn,
                 );
@@ -342,7 +342,7 @@ impl Transcript {
                     format!(
                         "undid the rewind to before prompt {}: {}",
                         result.turn,
-                        reports::rewind_effect(result)
+                        format::rewind_effect(result)
                     ),
                     Tone::Warn,
                 );
@@ -871,38 +871,6 @@ fn one_line(text: &str) -> String {
     }
 }
 
-pub fn shorten(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars.saturating_sub(1)) {
-        Some((cut, _)) if text.chars().count() > max_chars => format!("{}…", &text[..cut]),
-        _ => text.to_owned(),
-    }
-}
-
-/// How a turn ended, in words; outcomes this build does not know are named as the daemon does.
-pub fn outcome_word(outcome: TurnOutcome) -> String {
-    match serde_json::to_value(outcome) {
-        Ok(Value::String(name)) => name.replace('_', " "),
-        _ => format!("{outcome:?}").to_lowercase(),
-    }
-}
-
-/// A token count, short: 950, 12.3k, 128k, 1.2M.
-pub fn tokens(count: u64) -> String {
-    match count {
-        0..1_000 => count.to_string(),
-        1_000..100_000 => format!("{:.1}k", count as f64 / 1e3),
-        100_000..1_000_000 => format!("{:.0}k", count as f64 / 1e3),
-        _ => format!("{:.1}M", count as f64 / 1e6),
-    }
-}
-
-pub fn percent(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        return "–".to_owned();
-    }
-    format!("{}%", (part * 100 + whole / 2) / whole)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1152,19 +1120,6 @@ mod tests {
                 "· undid the rewind to before prompt 2: restored main.rs; removed new.txt",
             ]
         );
-    }
-
-    #[test]
-    fn numbers_are_short() {
-        assert_eq!(tokens(950), "950");
-        assert_eq!(tokens(12_345), "12.3k");
-        assert_eq!(tokens(128_000), "128k");
-        assert_eq!(tokens(2_500_000), "2.5M");
-        assert_eq!(percent(64, 100), "64%");
-        assert_eq!(percent(0, 0), "–");
-        assert_eq!(outcome_word(TurnOutcome::StormBroken), "storm broken");
-        assert_eq!(shorten("abcdef", 4), "abc…");
-        assert_eq!(shorten("abcd", 4), "abcd");
     }
 
     #[test]

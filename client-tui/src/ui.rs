@@ -14,10 +14,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::app::{Answer, App, Connection, Phase};
+use crate::format::{self, money, percent, shorten, tokens};
 use crate::picker::{Item, Picker};
-use crate::reports::{self, money};
 use crate::rewind::RewindPicker;
-use crate::transcript::{percent, shorten, tokens};
 use crate::wrap;
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -253,7 +252,7 @@ fn rewind_lines(picker: &RewindPicker, width: usize) -> Vec<Line<'static>> {
     // The files make a column on the right, at most a third of the width.
     let files_room = (width / 3).max(12);
     let files_width = shown()
-        .map(|(_, checkpoint)| wrap::width(&reports::files(&checkpoint.files, files_room)))
+        .map(|(_, checkpoint)| wrap::width(&format::files(&checkpoint.files, files_room)))
         .max()
         .unwrap_or(0);
     for (index, checkpoint) in shown() {
@@ -265,7 +264,7 @@ fn rewind_lines(picker: &RewindPicker, width: usize) -> Vec<Line<'static>> {
         // The marker as well as the highlight: a screen read as text still shows the choice.
         let marker = if index == picker.selected { "›" } else { " " };
         let lead = format!("{marker} {:>3}  {time}  ", checkpoint.turn);
-        let files = reports::files(&checkpoint.files, files_room);
+        let files = format::files(&checkpoint.files, files_room);
         let room = width.saturating_sub(wrap::width(&lead) + files_width + 2);
         let text = wrap::sanitize(&checkpoint.prompt);
         let mut prompt_lines = text.trim().lines();

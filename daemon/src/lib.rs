@@ -13,6 +13,7 @@ pub mod server;
 pub mod session;
 pub mod store;
 pub mod tools;
+pub mod util;
 
 /// `PROPTEST_CASES` when set (CI bounds the time with it), else `default`.
 #[cfg(test)]

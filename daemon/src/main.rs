@@ -119,8 +119,11 @@ fn fail(paths: Option<&Paths>, failure: &StartFailure) -> ExitCode {
         .is_some_and(cwcoded::server::ServeError::is_already_running);
     if let Some(paths) = paths
         && !another_runs
-        && let Err(write_error) =
-            cwcoded::store::atomic_write(&paths.start_error_file(), format!("{text}\n").as_bytes())
+        && let Err(write_error) = cwcoded::store::atomic_write(
+            &paths.start_error_file(),
+            format!("{text}\n").as_bytes(),
+            cwcoded::store::Durability::Synced,
+        )
     {
         eprintln!("cwcoded: {write_error}");
     }

@@ -221,7 +221,9 @@ fn append_with(path: &Path, text: &str, mut meanwhile: impl FnMut()) -> Result<(
             None => temp.persist_noclobber(&target),
         };
         match persisted {
-            Ok(_) => return Ok(()),
+            // The goals file is the user's own (its mode kept, never clobbered when new), so it
+            // cannot go through `store::atomic_write`; it gets the same directory sync.
+            Ok(_) => return crate::store::sync_dir(dir).map_err(write_error),
             Err(error) if error.error.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(error) => return Err(write_error(error.error)),
         }

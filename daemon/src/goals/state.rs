@@ -136,7 +136,7 @@ impl LoopState {
     pub fn save(&self, path: &Path) -> Result<(), StateError> {
         let mut bytes = serde_json::to_vec_pretty(self).map_err(StateError::Encode)?;
         bytes.push(b'\n');
-        crate::store::atomic_write(path, &bytes)?;
+        crate::store::atomic_write(path, &bytes, crate::store::Durability::Synced)?;
         Ok(())
     }
 

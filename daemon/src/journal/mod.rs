@@ -172,7 +172,7 @@ impl<F: JournalFile> Journal<F> {
         self.cut_torn_tail()?;
         let event = Event {
             seq: self.last_seq + 1,
-            time: now_rfc3339(),
+            time: crate::util::now_rfc3339(),
             kind,
         };
         let mut line = serde_json::to_vec(&event).map_err(|source| JournalError::Encode {
@@ -284,10 +284,6 @@ fn read_events(path: &Path, file: &File, since: u64, until: u64) -> Result<Loade
         }
     }
     Ok(loaded)
-}
-
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -578,10 +578,13 @@ pub(super) fn write_api_key(path: &Path, profile: &str, key: &str) -> Result<(),
         .unwrap_or_else(|error| unreachable!("a JSON value always serialises: {error}"));
     new_text.push('\n');
     Config::from_text(&new_text, path)?;
-    replace_file(path, new_text.as_bytes()).map_err(|source| ConfigError::Write {
-        path: path.to_owned(),
-        source,
-    })
+    // A reader (the watcher, a crash) sees the old file or the new one, never half of one.
+    crate::store::atomic_write(path, new_text.as_bytes(), crate::store::Durability::Synced).map_err(
+        |error| ConfigError::Write {
+            path: error.path,
+            source: error.source,
+        },
+    )
 }
 
 /// Keys are sent in a header, so they must be visible ASCII; the reason never quotes the key.
@@ -597,35 +600,6 @@ fn check_key(profile: &str, key: &str) -> Result<(), ConfigError> {
         profile: profile.to_owned(),
         reason: reason.to_owned(),
     })
-}
-
-/// A temporary file in the same directory, synced, made 0600 and renamed over the target, so a
-/// reader (the watcher, a crash) sees the old file or the new one, never half of one.
-fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut file = tempfile::Builder::new()
-        .prefix(".config.json.")
-        .tempfile_in(dir)?;
-    restrict_to_owner(file.as_file())?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|error| error.error)?;
-    // The rename is durable only once the directory is.
-    std::fs::File::open(dir)?.sync_all()
-}
-
-#[cfg(unix)]
-fn restrict_to_owner(file: &std::fs::File) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-}
-
-#[cfg(not(unix))]
-fn restrict_to_owner(_file: &std::fs::File) -> io::Result<()> {
-    Ok(())
 }
 
 /// Keys must never reach a log line, so the key and the header values (which may carry one) are

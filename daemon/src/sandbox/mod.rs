@@ -11,6 +11,8 @@ pub mod secrets;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use crate::util::lexically_normal;
+
 pub use report::{LandlockSupport, SandboxReport, report};
 
 /// A path the model gave that the workspace does not allow, or that cannot be resolved; the
@@ -181,21 +183,6 @@ impl Workspace {
             Err(_) => path.display().to_string(),
         }
     }
-}
-
-/// `..` and `.` folded away without touching the filesystem: where the path claims to go.
-pub fn lexically_normal(path: &Path) -> PathBuf {
-    let mut normal = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
-    normal
 }
 
 #[cfg(test)]

@@ -21,10 +21,10 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::journal::now_rfc3339;
 use crate::provider::pool::Pool;
 use crate::session::{Sessions, Shared};
 use crate::tools::Registry;
+use crate::util::now_rfc3339;
 
 use lifecycle::{Instance, StartError};
 use rpc::Daemon;

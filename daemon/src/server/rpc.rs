@@ -443,7 +443,7 @@ async fn end(
 ) -> SubscriptionResult {
     let event = Event {
         seq: 0,
-        time: crate::journal::now_rfc3339(),
+        time: crate::util::now_rfc3339(),
         kind: EventKind::SubscriptionEnded {
             reason,
             last_seq,
@@ -477,7 +477,7 @@ mod tests {
             sessions: Sessions::load(Arc::clone(&shared)),
             shared,
             started: Instant::now(),
-            started_at: crate::journal::now_rfc3339(),
+            started_at: crate::util::now_rfc3339(),
             shutdown: CancellationToken::new(),
         });
         (Arc::clone(&daemon), module(daemon).unwrap())

@@ -13,8 +13,9 @@ use cwcode_protocol::{
 use super::{INFO_FILE, JOURNAL_FILE, SYSTEM_PROMPT_FILE, SessionError, Work, write_info};
 use crate::agent;
 use crate::agent::approvals::Approvals;
-use crate::journal::{Journal, now_rfc3339};
-use crate::store::atomic_write;
+use crate::journal::Journal;
+use crate::store::{Durability, atomic_write};
+use crate::util::now_rfc3339;
 
 /// Where a damaged `session.json` is kept once it has been rebuilt.
 const DAMAGED_INFO_FILE: &str = "session.json.damaged";
@@ -82,7 +83,7 @@ pub(super) fn load(dir: &Path, default_profile: &str) -> Result<Loaded, String> 
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let text = agent::prompt::system_prompt(Path::new(&info.cwd));
             let path = dir.join(SYSTEM_PROMPT_FILE);
-            let saved = match atomic_write(&path, text.as_bytes()) {
+            let saved = match atomic_write(&path, text.as_bytes(), Durability::Synced) {
                 Ok(()) => "and saved".to_owned(),
                 Err(error) => format!("but not saved ({error})"),
             };
@@ -321,7 +322,11 @@ pub(super) fn write_new_session(
     info: &SessionInfo,
     system_prompt: &str,
 ) -> Result<Journal, SessionError> {
-    atomic_write(&dir.join(SYSTEM_PROMPT_FILE), system_prompt.as_bytes())?;
+    atomic_write(
+        &dir.join(SYSTEM_PROMPT_FILE),
+        system_prompt.as_bytes(),
+        Durability::Synced,
+    )?;
     write_info(dir, info)?;
     let (journal, _) = Journal::open(&dir.join(JOURNAL_FILE))?;
     Ok(journal)

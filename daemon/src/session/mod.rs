@@ -33,13 +33,15 @@ use crate::provider::ConfigError;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{
-    CheckpointStore, SharedStore, SharedStoreError, StoreOptions, WriteError, atomic_write, fix_for,
+    CheckpointStore, Durability, SharedStore, SharedStoreError, StoreOptions, WriteError,
+    atomic_write, fix_for,
 };
 use crate::tools::{BackgroundProcesses, Registry, TodoList};
 
 use crate::agent::history::Conversation;
+use crate::journal::JournalError;
 use crate::journal::bus::{EventLog, Subscription};
-use crate::journal::{JournalError, now_rfc3339};
+use crate::util::now_rfc3339;
 use load::{
     approvals_from_journal, default_title, last_todos, next_turn, pending_prompts,
     write_new_session,
@@ -439,7 +441,11 @@ impl Session {
 fn write_info(dir: &Path, info: &SessionInfo) -> Result<(), SessionError> {
     let mut bytes = serde_json::to_vec_pretty(info)?;
     bytes.push(b'\n');
-    Ok(atomic_write(&dir.join(INFO_FILE), &bytes)?)
+    Ok(atomic_write(
+        &dir.join(INFO_FILE),
+        &bytes,
+        Durability::Synced,
+    )?)
 }
 
 /// The session's checkpoint store. Without one the session still works, without `/rewind`.

@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, Metadata};
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -27,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::objects::{ObjectId, ObjectStore};
 use super::restore::PathState;
-use super::{StoreError, create_private_dir, private_temp_file};
+use super::{Durability, StoreError, atomic_write, create_private_dir};
 
 /// The bounds that keep a snapshot cheap.
 #[derive(Debug, Clone)]
@@ -425,11 +424,9 @@ impl Baseline {
         let saved = (|| {
             let dir = self.file.parent().unwrap_or(Path::new("."));
             create_private_dir(dir)?;
-            let mut temp = private_temp_file(dir, ".tmp-baseline-")?;
-            serde_json::to_writer(std::io::BufWriter::new(temp.as_file_mut()), &**index)?;
-            temp.as_file_mut().flush()?;
-            temp.persist(&self.file)?;
-            Ok::<_, std::io::Error>(())
+            let bytes = serde_json::to_vec(&**index)?;
+            atomic_write(&self.file, &bytes, Durability::Unsynced)?;
+            Ok::<_, Box<dyn std::error::Error>>(())
         })();
         match saved {
             Ok(()) => self.unsaved = false,

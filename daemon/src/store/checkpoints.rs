@@ -12,16 +12,16 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::lexically_normal;
+use crate::util::{lexically_normal, now_rfc3339};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::StoreError;
 use super::baseline::{Baseline, CommandChanges, Limits, Snapshot};
-use super::ledger::{Durability, Ledger, PathRecord, Record};
+use super::ledger::{Ledger, PathRecord, Record};
 use super::objects::{GcReport, ObjectStore};
 use super::restore::{self, Applied, Keep, NotRestored, PathState};
+use super::{Durability, StoreError};
 
 const OBJECTS_DIR: &str = "objects";
 const CHECKPOINTS_FILE: &str = "checkpoints.jsonl";
@@ -181,7 +181,7 @@ impl CheckpointStore {
             time: now_rfc3339(),
         };
         if self.ledger.rewinds.is_empty() {
-            self.ledger.append(record, Durability::AtNextSync)?;
+            self.ledger.append(record, Durability::Unsynced)?;
         } else {
             self.ledger.commit_rewinds_then(record)?;
             if let Err(error) = self.gc() {
@@ -246,7 +246,7 @@ impl CheckpointStore {
         if !paths.is_empty() {
             paths.sort_by(|left, right| left.path.cmp(&right.path));
             self.ledger
-                .append(Record::Before { turn, paths }, Durability::AtNextSync)?;
+                .append(Record::Before { turn, paths }, Durability::Unsynced)?;
         }
         Ok(comparison.changes)
     }
@@ -419,10 +419,6 @@ impl CheckpointStore {
             .collect();
         format!("checkpoints exist for prompts {}", turns.join(", "))
     }
-}
-
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The canonical form of a directory that may not exist yet (a new session's): its longest

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::objects::ObjectId;
 use super::restore::PathState;
-use super::{PRIVATE_FILE_MODE, StoreError, atomic_write, create_private_dir};
+use super::{Durability, PRIVATE_FILE_MODE, StoreError, atomic_write, create_private_dir};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -78,13 +78,6 @@ pub(crate) struct PendingRewind {
     pub to_turn: u32,
     pub hidden: Vec<Checkpoint>,
     pub undo: BTreeMap<String, PathState>,
-}
-
-/// Whether an append is fsynced before returning, or left to the next turn-boundary `sync`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Durability {
-    Synced,
-    AtNextSync,
 }
 
 #[derive(Debug)]
@@ -207,7 +200,7 @@ impl Ledger {
         }
         records.push(record.clone());
         let bytes = encode(&records.iter().collect::<Vec<_>>())?;
-        atomic_write(&self.path, &bytes).map_err(|error| StoreError::Io {
+        atomic_write(&self.path, &bytes, Durability::Synced).map_err(|error| StoreError::Io {
             action: "rewrite",
             path: error.path,
             source: error.source,
@@ -332,7 +325,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("checkpoints.jsonl");
         let mut ledger = Ledger::open(&path).unwrap();
-        ledger.append(begin(1), Durability::AtNextSync).unwrap();
+        ledger.append(begin(1), Durability::Unsynced).unwrap();
         ledger
             .append(before(1, "a.txt", b"v0"), Durability::Synced)
             .unwrap();
@@ -467,9 +460,9 @@ mod tests {
         let path = dir.path().join("checkpoints.jsonl");
         let mut ledger = Ledger::open(&path).unwrap();
         for turn in 1..=3 {
-            ledger.append(begin(turn), Durability::AtNextSync).unwrap();
+            ledger.append(begin(turn), Durability::Unsynced).unwrap();
             ledger
-                .append(before(turn, "a.txt", &[turn as u8]), Durability::AtNextSync)
+                .append(before(turn, "a.txt", &[turn as u8]), Durability::Unsynced)
                 .unwrap();
         }
         let rewind = Record::Rewind {

@@ -48,20 +48,46 @@ pub(crate) fn private_temp_file(dir: &Path, prefix: &str) -> io::Result<tempfile
         .tempfile_in(dir)
 }
 
+/// Whether a replacement must survive a power cut (SPEC §3) or only a crash of the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The file and the rename reach the disk before the write returns: the file is state.
+    Synced,
+    /// No fsync now: either the file is a cache, and after a power cut a stale or empty one
+    /// only costs recomputing it, or the caller syncs a batch of writes at the next turn
+    /// boundary.
+    Unsynced,
+}
+
 /// Replaces `path` with `bytes` through a temporary file in the same directory and a rename, so
-/// a crash or a full disk leaves either the old content or the new one, never a torn file. The
-/// new file is readable by its owner only.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+/// a crash or a full disk leaves either the old content or the new one, never a torn file. With
+/// [`Durability::Synced`] the file is fsynced before the rename and its directory after it, so
+/// the new content also survives a power cut. The new file is readable by its owner only.
+pub fn atomic_write(path: &Path, bytes: &[u8], durability: Durability) -> Result<(), WriteError> {
     let wrap = |source| WriteError {
         path: path.to_owned(),
         source,
     };
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
     let mut temp = private_temp_file(dir, ".tmp-").map_err(wrap)?;
     temp.write_all(bytes).map_err(wrap)?;
-    temp.as_file().sync_data().map_err(wrap)?;
+    if durability == Durability::Synced {
+        temp.as_file().sync_all().map_err(wrap)?;
+    }
     temp.persist(path).map_err(|error| wrap(error.error))?;
+    if durability == Durability::Synced {
+        sync_dir(dir).map_err(wrap)?;
+    }
     Ok(())
+}
+
+/// Makes a rename or a creation in `dir` durable: until the directory is synced, a power cut can
+/// forget the new name even though the file's content reached the disk.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Why the checkpoint store failed. I/O errors name the path and say what would fix them, since
@@ -138,8 +164,8 @@ mod tests {
     fn replaces_content_and_leaves_no_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("session.json");
-        atomic_write(&path, b"old").unwrap();
-        atomic_write(&path, b"new").unwrap();
+        atomic_write(&path, b"old", Durability::Synced).unwrap();
+        atomic_write(&path, b"new", Durability::Unsynced).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
@@ -148,7 +174,12 @@ mod tests {
 
     #[test]
     fn failure_names_the_path() {
-        let error = atomic_write(Path::new("/nonexistent-dir/x.json"), b"x").unwrap_err();
+        let error = atomic_write(
+            Path::new("/nonexistent-dir/x.json"),
+            b"x",
+            Durability::Synced,
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("/nonexistent-dir/x.json"));
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use super::{StoreError, create_private_dir, private_temp_file};
+use super::{Durability, StoreError, atomic_write, create_private_dir, private_temp_file};
 
 /// Files up to this size are hashed in memory before anything is written, so that storing a
 /// duplicate costs no write at all; larger ones are streamed through a temporary file.
@@ -126,11 +126,11 @@ impl ObjectStore {
         if path.is_file() {
             return Ok(id);
         }
-        let fan_out = Self::fan_out_dir(&path)?;
-        let mut temp = temp_file_in(fan_out)?;
-        temp.write_all(bytes)
-            .map_err(StoreError::io("write", temp.path()))?;
-        self.persist(temp, path)?;
+        Self::fan_out_dir(&path)?;
+        // Synced in a batch by `sync`, with the directory entries.
+        atomic_write(&path, bytes, Durability::Unsynced)
+            .map_err(|error| StoreError::io("store", &error.path)(error.source))?;
+        self.unsynced.push(path);
         Ok(id)
     }
 
