@@ -186,6 +186,16 @@ async fn the_loop_resumes_after_a_daemon_restart_at_the_next_cycle() {
     wait_for_event(&home, &id, |kind| {
         matches!(kind, EventKind::GoalCycleStarted { cycle: 2, .. })
     });
+    // Stop only once cycle 2's request holds the gated answer: stopped earlier, the restarted
+    // loop's next request would take it and wait for ever.
+    let started = std::time::Instant::now();
+    while provider.requests().len() < 3 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "cycle 2 never asked the model"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert!(daemon.terminate().success());
     let suspended =
         std::fs::read_to_string(home.paths.session_dir(&id).join("goal_loop.json")).unwrap();
