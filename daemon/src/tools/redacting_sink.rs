@@ -54,21 +54,12 @@ impl RedactingSink {
 mod tests {
     use super::*;
 
-    fn redactor(values: &[&str]) -> Redactor {
-        Redactor::new(
-            &values
-                .iter()
-                .map(|value| (*value).to_owned())
-                .collect::<Vec<_>>(),
-        )
-    }
-
     #[test]
     fn a_secret_split_across_chunks_is_still_redacted() {
         let seen = Arc::new(Mutex::new(Vec::<String>::new()));
         let collected = Arc::clone(&seen);
         let sink = RedactingSink::new(
-            redactor(&["sk-secret-value"]),
+            Redactor::new(&["sk-secret-value".to_owned()]),
             Arc::new(move |text: &str| collected.lock().unwrap().push(text.to_owned())),
         );
         let output = sink.output();
