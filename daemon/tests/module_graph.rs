@@ -36,42 +36,43 @@ fn layer(room: &str) -> Option<u32> {
 /// Every `(from room, to room)` of the sources under `src`, with the file that has it.
 fn edges(src: &Path) -> Vec<(String, String, String)> {
     let mut edges = Vec::new();
+    for (relative, from, text) in sources(src) {
+        if layer(&from).is_none() {
+            continue;
+        }
+        for (at, _) in text.match_indices("crate::") {
+            let to: String = text[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if to != from && layer(&to).is_some() {
+                edges.push((from.clone(), to, relative.clone()));
+            }
+        }
+    }
+    edges
+}
+
+/// Every `.rs` file under `src`: its path relative to `src`, the top-level module it belongs to,
+/// and its text.
+fn sources(src: &Path) -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
     let mut pending = vec![src.to_owned()];
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 pending.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|extension| extension != "rs") {
-                continue;
-            }
-            let relative = path.strip_prefix(src).unwrap();
-            let from = relative
-                .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_owned();
-            if layer(&from).is_none() {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (at, _) in text.match_indices("crate::") {
-                let to: String = text[at + "crate::".len()..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                if to != from && layer(&to).is_some() {
-                    edges.push((from.clone(), to, relative.display().to_string()));
-                }
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                let relative = path.strip_prefix(src).unwrap();
+                let first = relative.components().next().unwrap().as_os_str();
+                let module = first.to_string_lossy().trim_end_matches(".rs").to_owned();
+                let text = std::fs::read_to_string(&path).unwrap();
+                files.push((relative.display().to_string(), module, text));
             }
         }
     }
-    edges
+    files
 }
 
 #[test]
@@ -198,38 +199,23 @@ fn named_after_crate(rest: &str) -> Vec<String> {
 fn module_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let modules = top_level_modules(src);
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut pending = vec![src.to_owned()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|extension| extension != "rs") {
-                continue;
-            }
-            let relative = path.strip_prefix(src).unwrap();
-            let first = relative.components().next().unwrap().as_os_str();
-            let from = first.to_string_lossy().trim_end_matches(".rs").to_owned();
-            if !modules.contains(&from) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            // Doc links (`[`crate::x`]`) are not imports, and tests do not shape the program.
-            let program: String = text
-                .split("#[cfg(test)]")
-                .next()
-                .unwrap_or_default()
-                .lines()
-                .filter(|line| !line.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            for (at, _) in program.match_indices("crate::") {
-                for to in named_after_crate(&program[at + "crate::".len()..]) {
-                    if to != from && modules.contains(&to) {
-                        edges.entry(from.clone()).or_default().insert(to);
-                    }
+    for (_, from, text) in sources(src) {
+        if !modules.contains(&from) {
+            continue;
+        }
+        // Doc links (`[`crate::x`]`) are not imports, and tests do not shape the program.
+        let program: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (at, _) in program.match_indices("crate::") {
+            for to in named_after_crate(&program[at + "crate::".len()..]) {
+                if to != from && modules.contains(&to) {
+                    edges.entry(from.clone()).or_default().insert(to);
                 }
             }
         }

@@ -7,33 +7,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cwcode_tests::{Home, bin};
+use cwcode_tests::{Home, tui_bin};
 
 const RUNS: usize = 20;
 
-/// `cwcode`, built for this bench (the harness builds only the daemon and the CLI).
-fn cwcode() -> PathBuf {
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "--quiet", "-p", "cwcode-tui"]);
-    // Benchmarks are compiled with optimisations and measure release binaries.
-    if !cfg!(debug_assertions) {
-        build.arg("--release");
-    }
-    let status = build
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "building cwcode failed");
-    bin("cwcode")
-}
-
 fn main() {
-    let cwcode = cwcode();
+    let cwcode = tui_bin();
     let home = Home::new("http://127.0.0.1:9/v1");
     let _daemon = home.start_daemon();
     let mut version = Vec::new();

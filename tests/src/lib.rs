@@ -14,22 +14,30 @@ use std::time::{Duration, Instant};
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{Client, ConnectOptions, Event, EventKind};
 
-/// The directory holding the workspace's binaries, built once per test process so the tests
-/// never run stale ones.
+/// Builds `packages` (in release for benchmarks, which measure release binaries), so that no test
+/// runs a stale binary.
+fn build(packages: &[&str]) {
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet"]);
+    for package in packages {
+        build.args(["-p", package]);
+    }
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    let status = build
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building {packages:?} failed");
+}
+
+/// The directory holding the workspace's binaries, the daemon and the CLI built once per test
+/// process.
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "--quiet", "-p", "cwcoded", "-p", "cwcode-cli"]);
-        // Benchmarks are compiled with optimisations and measure release binaries.
-        if !cfg!(debug_assertions) {
-            build.arg("--release");
-        }
-        let status = build
-            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the binaries failed");
+        build(&["cwcoded", "cwcode-cli"]);
         let exe = std::env::current_exe().expect("current exe");
         // target/<profile>/deps/<test> → target/<profile>
         exe.parent()
@@ -37,6 +45,17 @@ pub fn bin_dir() -> &'static Path {
             .expect("target dir")
             .to_owned()
     })
+}
+
+/// The terminal client `cwcode`, built once per process (only its tests need it).
+pub fn tui_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            build(&["cwcode-tui"]);
+            bin("cwcode")
+        })
+        .clone()
 }
 
 pub fn bin(name: &str) -> PathBuf {

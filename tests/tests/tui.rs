@@ -4,38 +4,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cwcode_protocol::{EventKind, Mode};
 use cwcode_tests::fake_provider::{FakeProvider, edit_line_as_read, text, tool_calls};
-use cwcode_tests::{Home, bin, wait_for_event};
+use cwcode_tests::{Home, tui_bin, wait_for_event};
 use serde_json::json;
 
 const ORIGINAL: &str = "fn main() {\n    println!(\"hello\");\n}\n";
 const EDITED: &str = "fn main() {\n    println!(\"edited\");\n}\n";
 /// How long a screen may take to show what a step expects.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// `cwcode`, built once per test process (the harness builds only the daemon and the CLI).
-fn cwcode() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let mut build = Command::new(env!("CARGO"));
-            build.args(["build", "--quiet", "-p", "cwcode-tui"]);
-            if !cfg!(debug_assertions) {
-                build.arg("--release");
-            }
-            let status = build
-                .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-                .status()
-                .expect("run cargo build");
-            assert!(status.success(), "building cwcode failed");
-            bin("cwcode")
-        })
-        .clone()
-}
 
 /// A tmux server of our own (its socket in the test's home), so no other tmux is touched;
 /// killed when dropped.
@@ -161,7 +140,7 @@ fn status_line(screen: &str) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
-    let cwcode = cwcode();
+    let cwcode = tui_bin();
     let cwcode = cwcode.to_str().unwrap();
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
