@@ -205,6 +205,12 @@ impl Renderer {
             EventKind::FilesChanged { paths, .. } => {
                 format!("· changed on disk since read: {}", paths.join(", "))
             }
+            EventKind::InstructionsChanged { sources, .. } if sources.is_empty() => {
+                "· the project instructions were removed".to_owned()
+            }
+            EventKind::InstructionsChanged { sources, .. } => {
+                format!("· project instructions changed: {}", sources.join(", "))
+            }
             EventKind::ModeNotice { .. }
             | EventKind::Unknown
             | EventKind::StatusChanged { .. }

@@ -95,6 +95,13 @@ pub enum EventKind {
         paths: Vec<String>,
         text: String,
     },
+    /// The project instructions (AGENTS.md, CLAUDE.md) changed while the session ran. The
+    /// system prompt keeps the ones it started with; the model sees the new `instructions` as a
+    /// user message before its next request (empty when the files were removed).
+    InstructionsChanged {
+        sources: Vec<String>,
+        instructions: String,
+    },
     /// The turn stopped because one call kept failing, or changing nothing, the same way.
     StormBroken {
         tool: String,

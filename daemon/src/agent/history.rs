@@ -3,6 +3,7 @@
 
 use cwcode_protocol::{Event, EventKind, Mode, ToolCall};
 
+use crate::agent::instructions;
 use crate::provider::{AssistantMessage, Message};
 
 /// The model's view of a session, owned by the session's runner.
@@ -16,17 +17,21 @@ pub struct Conversation {
     pub last_request: Option<Vec<u8>>,
     /// Set once the provider demanded its reasoning back (journalled, so it survives restarts).
     pub keep_reasoning: bool,
+    /// The project instructions the model was last given: those of the system prompt, or the
+    /// last change announced since.
+    pub instructions: String,
     /// Where each prompt's turn begins in `messages`, to cut the history back on a rewind.
     turn_starts: Vec<TurnStart>,
     /// What each rewind removed, newest last; an undo puts it back. Cleared by the next prompt.
     rewound: Vec<Rewound>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct TurnStart {
     turn: u32,
     index: usize,
     plan_announced: bool,
+    instructions: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +39,7 @@ struct Rewound {
     messages: Vec<Message>,
     turn_starts: Vec<TurnStart>,
     plan_announced: bool,
+    instructions: String,
 }
 
 impl Conversation {
@@ -46,6 +52,7 @@ impl Conversation {
             plan_announced: false,
             last_request: None,
             keep_reasoning: false,
+            instructions: instructions::in_prompt(system_prompt).to_owned(),
             turn_starts: Vec::new(),
             rewound: Vec::new(),
         };
@@ -64,6 +71,7 @@ impl Conversation {
                     turn: *turn,
                     index: self.messages.len(),
                     plan_announced: self.plan_announced,
+                    instructions: self.instructions.clone(),
                 });
                 Message::User {
                     content: prompt.clone(),
@@ -82,8 +90,15 @@ impl Conversation {
                     self.messages.extend(tail.messages);
                     self.turn_starts.extend(tail.turn_starts);
                     self.plan_announced = tail.plan_announced;
+                    self.instructions = tail.instructions;
                 }
                 return;
+            }
+            EventKind::InstructionsChanged { instructions, .. } => {
+                self.instructions.clone_from(instructions);
+                Message::User {
+                    content: instructions::notice(instructions),
+                }
             }
             EventKind::FilesChanged { text, .. } => Message::User {
                 content: text.clone(),
@@ -122,11 +137,25 @@ impl Conversation {
                 self.messages.push(Message::User {
                     content: summary_message(summary),
                 });
+                // A change of the instructions folded into the summary must not be lost with it.
+                let changed = match &self.messages[0] {
+                    Message::System { content } => {
+                        instructions::in_prompt(content) != self.instructions
+                    }
+                    _ => false,
+                };
+                let notice = Message::User {
+                    content: instructions::notice(&self.instructions),
+                };
+                if changed && !recent.contains(&notice) {
+                    self.messages.push(notice);
+                }
+                let shift = self.messages.len();
                 self.messages.extend(recent);
                 // Turns folded into the summary can no longer be cut out of the history.
                 self.turn_starts.retain(|start| start.index >= cut);
                 for start in &mut self.turn_starts {
-                    start.index = start.index - cut + 2;
+                    start.index = start.index - cut + shift;
                 }
                 return;
             }
@@ -142,19 +171,22 @@ impl Conversation {
         let position = self.turn_starts.iter().position(|start| start.turn >= turn);
         let tail = match position {
             Some(position) => {
-                let start = self.turn_starts[position];
+                let start = self.turn_starts[position].clone();
                 let tail = Rewound {
                     messages: self.messages.split_off(start.index),
                     turn_starts: self.turn_starts.split_off(position),
                     plan_announced: self.plan_announced,
+                    instructions: self.instructions.clone(),
                 };
                 self.plan_announced = start.plan_announced;
+                self.instructions = start.instructions;
                 tail
             }
             None => Rewound {
                 messages: Vec::new(),
                 turn_starts: Vec::new(),
                 plan_announced: self.plan_announced,
+                instructions: self.instructions.clone(),
             },
         };
         self.rewound.push(tail);

@@ -4,6 +4,7 @@
 
 pub mod approvals;
 pub mod history;
+pub mod instructions;
 pub mod prompt;
 pub mod storm;
 pub mod tool_output;
@@ -30,6 +31,7 @@ use crate::store::{SharedStore, SharedStoreError, Snapshot};
 use crate::tools::{Registry, ToolContext};
 
 use approvals::{Answer, Approvals};
+use instructions::InstructionFiles;
 use storm::{Progress, StormBreaker};
 use tool_output::ToolOutputRecorder;
 
@@ -59,6 +61,8 @@ pub struct TurnEnv {
     /// Where files are saved before a mutating tool changes them; `None` when the session's
     /// store could not be opened (said in the log and to clients at session start).
     pub checkpoints: Option<SharedStore>,
+    /// The AGENTS.md files, read again at each prompt to notice a change.
+    pub instructions: InstructionFiles,
 }
 
 impl TurnEnv {
@@ -108,6 +112,7 @@ pub async fn run_turn(
     prompt: String,
 ) -> Result<TurnReport, JournalError> {
     begin_turn(&env.log, conversation, turn, prompt.clone())?;
+    announce_instructions(env, conversation).await?;
     if let Some(store) = &env.checkpoints
         && let Err(error) = store.begin(turn, prompt).await
     {
@@ -376,6 +381,32 @@ fn announce_changed_files(
         &env.log,
         conversation,
         EventKind::FilesChanged { paths, text },
+    )
+}
+
+/// Tells the model when the project instructions changed since it was last given them.
+async fn announce_instructions(
+    env: &TurnEnv,
+    conversation: &mut Conversation,
+) -> Result<(), JournalError> {
+    let files = env.instructions.clone();
+    let now = match tokio::task::spawn_blocking(move || files.read()).await {
+        Ok(now) => now,
+        Err(error) => {
+            tracing::warn!(%error, "could not read the project instructions");
+            return Ok(());
+        }
+    };
+    if now.block == conversation.instructions {
+        return Ok(());
+    }
+    record(
+        &env.log,
+        conversation,
+        EventKind::InstructionsChanged {
+            sources: now.sources,
+            instructions: now.block,
+        },
     )
 }
 

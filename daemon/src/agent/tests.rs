@@ -12,6 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::approvals::{Answer, Approvals};
+use super::instructions::InstructionFiles;
 use super::{CompactScope, TurnEnv, TurnReport, compact, run_turn};
 use crate::agent::history::{Conversation, summary_message, unanswered_calls};
 use crate::journal::Journal;
@@ -229,6 +230,7 @@ impl Harness {
             tools,
             stopping: CancellationToken::new(),
             checkpoints: None,
+            instructions: InstructionFiles::new(&dir.path().join("home"), dir.path()),
         };
         Self {
             dir,
@@ -292,6 +294,7 @@ impl Harness {
         assert_eq!(rebuilt.messages, self.conversation.messages);
         assert_eq!(rebuilt.keep_reasoning, self.conversation.keep_reasoning);
         assert_eq!(rebuilt.plan_announced, self.conversation.plan_announced);
+        assert_eq!(rebuilt.instructions, self.conversation.instructions);
     }
 }
 
@@ -867,6 +870,43 @@ async fn a_broken_off_answer_is_marked_restarted_and_each_retry_is_announced() {
             ] if partial == "half a" && retried == "whole answer" && content == "whole answer"
         ),
         "{streamed:#?}"
+    );
+    harness.assert_consistent();
+}
+
+#[tokio::test]
+async fn an_agents_md_changed_mid_session_is_announced_once_at_the_end_of_the_history() {
+    let mut harness = Harness::new(Mode::Code);
+    harness.model.answer("one");
+    harness.turn(1, "first").await;
+    std::fs::write(
+        harness.dir.path().join("AGENTS.md"),
+        "Run `make check` before you finish.\n",
+    )
+    .unwrap();
+    harness.model.answer("two");
+    harness.model.answer("three");
+    harness.turn(2, "second").await;
+    harness.turn(3, "third").await;
+    let sent = harness.model.sent();
+    let notices = |messages: &[Message]| {
+        messages
+            .iter()
+            .filter(|message| {
+                matches!(message, Message::User { content } if content.contains("make check"))
+            })
+            .count()
+    };
+    assert_eq!(notices(&sent[0].messages), 0);
+    assert_eq!(
+        notices(&sent[1].messages),
+        1,
+        "announced with the second prompt"
+    );
+    assert_eq!(notices(&sent[2].messages), 1, "and not again");
+    assert_eq!(
+        sent[1].messages[0], sent[0].messages[0],
+        "the system prompt keeps its bytes"
     );
     harness.assert_consistent();
 }

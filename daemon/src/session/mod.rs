@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent;
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
+use crate::agent::instructions::{self, InstructionFiles};
 use crate::goals::LoopState;
 use crate::provider::ConfigError;
 use crate::provider::pool::Pool;
@@ -729,7 +730,11 @@ impl Sessions {
             last_seq: 0,
             damaged: None,
         };
-        let system_prompt = agent::prompt::system_prompt(workspace.root());
+        let instructions = InstructionFiles::new(&self.shared.paths.home, workspace.root()).read();
+        let system_prompt = instructions::with_instructions(
+            agent::prompt::system_prompt(workspace.root()),
+            &instructions,
+        );
         let written = write_new_session(&dir, &info, &system_prompt);
         let journal = match written {
             Ok(journal) => journal,

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use super::recovery::{OpenTurn, close_turn_when_possible, recover_from_refused_journal};
 use super::{JOURNAL_RETRY_MAX, Session, SessionError, Shared, Work, goal_loop};
 use crate::agent::history::Conversation;
+use crate::agent::instructions::InstructionFiles;
 use crate::agent::{self, CompactScope, TurnEnv};
 use crate::goals::StopReason;
 use crate::journal::JournalError;
@@ -80,6 +81,7 @@ pub(super) async fn run_prompts(
             },
             stopping: shared.stopping.clone(),
             checkpoints: session.checkpoints.clone(),
+            instructions: InstructionFiles::new(&shared.paths.home, Path::new(&cwd)),
         });
         let outcome = match (work, env) {
             (Work::Prompt { turn, text }, Ok(env)) => {
