@@ -1,7 +1,7 @@
 //! Running unattended (SPEC §4, issue 7): cwcoded started with its API socket passed through
 //! `LISTEN_FDS`, as systemd's cwcoded.socket starts it, serves that socket, even a connection
 //! made before it ran, and leaves it in place for the next activation; and the user units pass
-//! `systemd-analyze verify`.
+//! `systemd-analyze verify`, the scheduled goal loop's template and timer among them.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use std::fs::Permissions;
@@ -217,6 +217,15 @@ fn systemd_socket_activate_starts_cwcoded_on_the_first_connection() {
     assert!(daemon.terminate().success(), "{}", daemon_log(&home));
 }
 
+/// A copy of the template `name` as the instance a user enables (`@0123abcd.`), since verify
+/// refuses a bare template.
+fn instance(units: &Path, dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let copy = dir.join(name.replace("@.", "@0123abcd."));
+    std::fs::copy(units.join(name), &copy).unwrap();
+    copy
+}
+
 #[test]
 fn the_user_units_pass_systemd_analyze_verify() {
     let Some(tool) = systemd_tool("systemd-analyze") else {
@@ -227,6 +236,7 @@ fn the_user_units_pass_systemd_analyze_verify() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
     std::os::unix::fs::symlink(bin("cwcoded"), home.join(".cargo/bin/cwcoded")).unwrap();
+    std::os::unix::fs::symlink(bin("cwcode-cli"), home.join(".cargo/bin/cwcode-cli")).unwrap();
     // A user manager's runtime directory, which `--user` needs even for verify.
     let runtime = dir.path().join("run");
     std::fs::create_dir(&runtime).unwrap();
@@ -236,6 +246,9 @@ fn the_user_units_pass_systemd_analyze_verify() {
         .args(["--user", "verify"])
         .arg(units.join("cwcoded.socket"))
         .arg(units.join("cwcoded.service"))
+        // The scheduled goal loop, as one instance of its template and its timer.
+        .arg(instance(&units, &dir.path().join("units"), "cwcode-goal@.service"))
+        .arg(instance(&units, &dir.path().join("units"), "cwcode-goal@.timer"))
         .env("HOME", &home)
         .env("XDG_RUNTIME_DIR", &runtime)
         .output()
