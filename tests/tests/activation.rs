@@ -247,8 +247,16 @@ fn the_user_units_pass_systemd_analyze_verify() {
         .arg(units.join("cwcoded.socket"))
         .arg(units.join("cwcoded.service"))
         // The scheduled goal loop, as one instance of its template and its timer.
-        .arg(instance(&units, &dir.path().join("units"), "cwcode-goal@.service"))
-        .arg(instance(&units, &dir.path().join("units"), "cwcode-goal@.timer"))
+        .arg(instance(
+            &units,
+            &dir.path().join("units"),
+            "cwcode-goal@.service",
+        ))
+        .arg(instance(
+            &units,
+            &dir.path().join("units"),
+            "cwcode-goal@.timer",
+        ))
         .env("HOME", &home)
         .env("XDG_RUNTIME_DIR", &runtime)
         .output()

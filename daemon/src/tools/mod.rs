@@ -1,6 +1,7 @@
 //! The tool registry (SPEC §7). A tool is one type implementing [`Tool`], in one file; registering
 //! it is one line in [`Registry::standard`].
 
+mod arguments;
 mod bash;
 mod bash_background;
 mod edit_file;

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
+use super::arguments::{self, ArgumentsError};
 use super::bash::Bash;
 use super::bash_background::BashBackground;
 use super::edit_file::EditFile;
@@ -50,25 +51,16 @@ impl<T: Tool> ErasedTool for T {
         arguments: &str,
         context: &'a ToolContext,
     ) -> Result<BoxFuture<'a, Result<ToolOutput, ToolError>>, serde_json::Error> {
-        let args: T::Args = serde_json::from_str(object_text(arguments))?;
+        let args: T::Args = serde_json::from_str(arguments)?;
         Ok(Box::pin(async move {
             Tool::call(self, args, context).await.map(Into::into)
         }))
     }
 
     fn touched_paths(&self, arguments: &str) -> Vec<PathBuf> {
-        serde_json::from_str::<T::Args>(object_text(arguments))
+        serde_json::from_str::<T::Args>(arguments)
             .map(|args| args.touched_paths())
             .unwrap_or_default()
-    }
-}
-
-/// Models send `""` for a call without arguments.
-fn object_text(arguments: &str) -> &str {
-    if arguments.trim().is_empty() {
-        "{}"
-    } else {
-        arguments
     }
 }
 
@@ -176,20 +168,39 @@ impl Registry {
         context: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let entry = self.entry(name).ok_or_else(|| self.unknown_tool(name))?;
-        let call = entry.tool.start(arguments, context).map_err(|error| {
+        let invalid = |error: &dyn std::fmt::Display| {
             ToolError::new(format!(
                 "invalid arguments for {name}: {error}. Expected {}",
                 entry.usage
             ))
-        })?;
-        call.await.map_err(|error| ToolError::new(error.message))
+        };
+        let normalised =
+            arguments::normalise(arguments).map_err(|error: ArgumentsError| invalid(&error))?;
+        let call = entry
+            .tool
+            .start(&normalised.text, context)
+            .map_err(|error| invalid(&error))?;
+        let result = call.await.map_err(|error| ToolError::new(error.message));
+        let Some(note) = normalised.note() else {
+            return result;
+        };
+        match result {
+            Ok(output) => Ok(ToolOutput {
+                text: format!("{}\n{note}", output.text),
+                ..output
+            }),
+            Err(error) => Err(ToolError::new(format!("{}\n{note}", error.message))),
+        }
     }
 
     /// The paths a call will modify, for a checkpoint before it runs. Nothing when the arguments
     /// do not parse: the call will fail without touching anything.
     pub fn touched_paths(&self, name: &str, arguments: &str) -> Vec<PathBuf> {
+        let Ok(normalised) = arguments::normalise(arguments) else {
+            return Vec::new();
+        };
         self.entry(name)
-            .map(|entry| entry.tool.touched_paths(arguments))
+            .map(|entry| entry.tool.touched_paths(&normalised.text))
             .unwrap_or_default()
     }
 
@@ -437,6 +448,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn arguments_a_local_model_got_wrong_are_repaired_and_the_model_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+        let result = Registry::standard()
+            .call("read_file", "{'path': 'a.txt',}", &test_context(dir.path()))
+            .await
+            .unwrap()
+            .text;
+        assert!(result.starts_with(&crate::tools::hashline::format_line(1, "hello")));
+        assert!(
+            result.ends_with("(trailing commas, single-quoted strings); they were repaired. Send plain JSON next time.]"),
+            "{result}"
+        );
+    }
+
+    #[tokio::test]
     async fn an_unknown_tool_lists_the_available_ones() {
         let dir = tempfile::tempdir().unwrap();
         let error = Registry::standard()
@@ -471,11 +498,13 @@ mod tests {
         );
 
         let broken = registry
-            .call("bash", r#"{"command": "ls""#, &context)
+            .call("bash", r#"{"command": "ls"#, &context)
             .await
             .unwrap_err();
         assert!(
-            broken.message.contains("invalid arguments for bash: EOF"),
+            broken
+                .message
+                .contains("invalid arguments for bash: the arguments end in the middle"),
             "{broken}"
         );
         assert!(
