@@ -106,6 +106,10 @@ pub struct App {
     pub phase: Phase,
     pub connection: Connection,
     pub session: Option<SessionInfo>,
+    /// The mode last asked of the daemon, and how many of those requests are unanswered: while
+    /// any is, a further Shift+Tab moves on from it, not from the mode the session had.
+    requested_mode: Mode,
+    mode_requests: u32,
     pub transcript: Transcript,
     pub editor: Editor,
     pub picker: Option<Picker>,
@@ -164,6 +168,8 @@ impl App {
             phase: Phase::Connecting,
             connection: Connection::Connecting,
             session: None,
+            requested_mode: Mode::Code,
+            mode_requests: 0,
             transcript: Transcript::default(),
             editor: Editor::new(),
             picker: None,
@@ -204,6 +210,31 @@ impl App {
         self.session
             .as_ref()
             .map_or(Mode::Code, |session| session.mode)
+    }
+
+    /// The mode the user chose: the one asked for while the daemon has not confirmed it yet,
+    /// else the session's.
+    pub fn intended_mode(&self) -> Mode {
+        if self.mode_requests > 0 {
+            self.requested_mode
+        } else {
+            self.mode()
+        }
+    }
+
+    /// Asks the daemon for `mode`, remembered until every such request is answered.
+    fn request_mode(&mut self, mode: Mode) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        self.requested_mode = mode;
+        self.mode_requests = self.mode_requests.saturating_add(1);
+        self.outbox.push(Request::SetMode { session_id, mode });
+    }
+
+    /// A mode request was answered, done or refused (the answers may come in any order).
+    fn mode_answered(&mut self) {
+        self.mode_requests = self.mode_requests.saturating_sub(1);
     }
 
     pub fn busy(&self) -> bool {

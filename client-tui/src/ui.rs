@@ -371,7 +371,9 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
     let width = area.width as usize;
     let mut pieces: Vec<Piece> = Vec::new();
     if let Some(session) = &app.session {
-        let (label, style) = match session.mode {
+        // The mode the user chose shows at once; the daemon's confirmation follows.
+        let mode = app.intended_mode();
+        let (label, style) = match mode {
             Mode::Plan => (" PLAN ", Style::new().fg(Color::Black).bg(Color::Cyan)),
             Mode::Code => (" CODE ", Style::new().fg(Color::Black).bg(Color::Green)),
             Mode::Yolo => (" YOLO ", Style::new().fg(Color::White).bg(Color::Red)),
@@ -380,6 +382,16 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
             10,
             Span::styled(label, style.add_modifier(Modifier::BOLD)),
         ));
+        // Nothing asks before a tool runs: said where the eye goes, as long as there is room.
+        if mode == Mode::Yolo {
+            pieces.push(piece(
+                9,
+                Span::styled(
+                    "every tool runs unasked",
+                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+                ),
+            ));
+        }
         let profile = app.profile();
         let model = profile.map_or("…", |profile| profile.model.as_str());
         pieces.push(piece(

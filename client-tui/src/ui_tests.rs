@@ -177,6 +177,23 @@ fn approval_denied_with_a_reason() {
 }
 
 #[test]
+fn yolo_mode_status_line() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    feed(&mut app, now, [EventKind::ModeChanged { mode: Mode::Yolo }]);
+    let terminal = screen(&mut app, now, 110, 4);
+    let status = &terminal.backend().buffer()[(0, 3)];
+    assert_eq!(status.bg, Color::Red, "the badge is in the warning colour");
+    let warning = &terminal.backend().buffer()[(7, 3)];
+    assert_eq!(
+        (warning.symbol(), warning.fg),
+        ("e", Color::Red),
+        "the warning follows the badge in red"
+    );
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
 fn plan_mode_status_line() {
     let now = Instant::now();
     let mut app = attached_app(now);

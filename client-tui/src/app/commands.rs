@@ -42,19 +42,19 @@ impl App {
         };
         match command {
             Command::ShowMode => {
-                let mode = self.mode();
+                let mode = self.intended_mode();
                 self.note(
                     format!(
-                        "mode is {mode}: {} (Shift+Tab cycles; /mode plan|code|yolo)",
+                        "mode is {mode}: {} (Shift+Tab toggles plan and code; /mode plan|code|yolo)",
                         format::mode_meaning(mode)
                     ),
                     Tone::Info,
                 );
             }
-            Command::SetMode(mode) if mode == self.mode() => {
+            Command::SetMode(mode) if mode == self.intended_mode() => {
                 self.note(format!("already in {mode} mode"), Tone::Info);
             }
-            Command::SetMode(mode) => self.outbox.push(Request::SetMode { session_id, mode }),
+            Command::SetMode(mode) => self.request_mode(mode),
             Command::Model => {
                 if self.profiles.is_empty() {
                     self.show_profiles = true;

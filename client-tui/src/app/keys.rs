@@ -61,7 +61,7 @@ impl App {
         }
         // Keys that work whatever has the focus; the rest go to the approval or the input.
         match key.code {
-            KeyCode::BackTab => self.cycle_mode(),
+            KeyCode::BackTab => self.toggle_mode(),
             KeyCode::PageUp => self.scroll_up(self.page()),
             KeyCode::PageDown => self.scroll_down(self.page()),
             KeyCode::End if ctrl => self.scroll = None,
@@ -267,12 +267,9 @@ impl App {
         }
     }
 
-    fn cycle_mode(&mut self) {
-        let Some(session_id) = self.session_id() else {
-            return;
-        };
-        let mode = commands::next_mode(self.mode());
-        self.outbox.push(Request::SetMode { session_id, mode });
+    fn toggle_mode(&mut self) {
+        let mode = commands::next_mode(self.intended_mode());
+        self.request_mode(mode);
     }
 
     fn page(&self) -> usize {

@@ -33,6 +33,9 @@ impl App {
             }
             Reply::Reconnected => {
                 self.connection = Connection::Connected;
+                // A mode asked for across the break may never have arrived: the session's is
+                // the truth again.
+                self.mode_requests = 0;
                 self.note("reconnected to cwcoded", Tone::Info);
             }
             Reply::Sessions(sessions) => self.on_sessions(&sessions),
@@ -43,6 +46,7 @@ impl App {
                     && session.id == info.id
                 {
                     session.mode = info.mode;
+                    self.mode_answered();
                 }
             }
             // The `profile_changed` event that follows says so in the transcript.
@@ -138,6 +142,7 @@ impl App {
         self.transcript = Transcript::default();
         self.approvals.clear();
         self.answer = Answer::Choosing;
+        self.mode_requests = 0;
         self.status = info.status;
         self.turn_started = None;
         self.prompt_tokens = 0;
@@ -318,6 +323,10 @@ impl App {
 
     fn on_failed(&mut self, action: Action, message: String, code: Option<i32>) {
         match action {
+            Action::SetMode => {
+                self.mode_answered();
+                self.note(message, Tone::Error);
+            }
             Action::Open if self.picker.is_some() => {
                 if let Some(picker) = &mut self.picker {
                     picker.error = Some(message);

@@ -203,13 +203,88 @@ fn shift_tab_asks_for_the_next_mode() {
     assert!(matches!(
         app.outbox[..],
         [Request::SetMode {
-            mode: Mode::Yolo,
+            mode: Mode::Plan,
             ..
         }]
     ));
     // The daemon's event, seen by every attached client, is what changes the mode.
-    feed(&mut app, now, [EventKind::ModeChanged { mode: Mode::Yolo }]);
-    assert_eq!(app.mode(), Mode::Yolo);
+    feed(&mut app, now, [EventKind::ModeChanged { mode: Mode::Plan }]);
+    assert_eq!(app.mode(), Mode::Plan);
+}
+
+fn mode_info(mode: Mode) -> SessionInfo {
+    let mut info = session("0198a1b2c3d4e5f6", CWD, "shop");
+    info.mode = mode;
+    info
+}
+
+fn requested_modes(app: &App) -> Vec<Mode> {
+    app.outbox
+        .iter()
+        .filter_map(|request| match request {
+            Request::SetMode { mode, .. } => Some(*mode),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn shift_tab_toggles_plan_and_code_and_two_quick_presses_move_two_steps() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    // Both presses land before the daemon has confirmed the first.
+    press(&mut app, KeyCode::BackTab, now);
+    press(&mut app, KeyCode::BackTab, now);
+    press(&mut app, KeyCode::BackTab, now);
+    assert_eq!(requested_modes(&app), [Mode::Plan, Mode::Code, Mode::Plan]);
+    assert_eq!(app.intended_mode(), Mode::Plan);
+    // The answers to the first two (and their events) do not take the user's last choice back.
+    for mode in [Mode::Plan, Mode::Code] {
+        app.on_reply(Reply::ModeSet(mode_info(mode)), now);
+        feed(&mut app, now, [EventKind::ModeChanged { mode }]);
+    }
+    assert_eq!(app.mode(), Mode::Code);
+    assert_eq!(app.intended_mode(), Mode::Plan);
+    app.on_reply(Reply::ModeSet(mode_info(Mode::Plan)), now);
+    feed(&mut app, now, [EventKind::ModeChanged { mode: Mode::Plan }]);
+    assert_eq!((app.mode(), app.intended_mode()), (Mode::Plan, Mode::Plan));
+    app.outbox.clear();
+    // Nothing but its name reaches yolo; from there the key goes back to approvals.
+    for _ in 0..4 {
+        press(&mut app, KeyCode::BackTab, now);
+    }
+    assert!(!requested_modes(&app).contains(&Mode::Yolo));
+    for _ in 0..4 {
+        app.on_reply(Reply::ModeSet(mode_info(Mode::Plan)), now);
+    }
+    app.outbox.clear();
+    run_command(&mut app, "/mode yolo", now);
+    assert_eq!(requested_modes(&app), [Mode::Yolo]);
+    assert_eq!(app.intended_mode(), Mode::Yolo);
+    app.on_reply(Reply::ModeSet(mode_info(Mode::Yolo)), now);
+    app.outbox.clear();
+    press(&mut app, KeyCode::BackTab, now);
+    assert_eq!(requested_modes(&app), [Mode::Plan]);
+}
+
+#[test]
+fn a_refused_mode_change_is_said_and_the_next_press_starts_from_the_sessions_mode() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    press(&mut app, KeyCode::BackTab, now);
+    app.on_reply(
+        Reply::Failed {
+            action: Action::SetMode,
+            message: "the session is gone".to_owned(),
+            code: None,
+        },
+        now,
+    );
+    assert_eq!(app.intended_mode(), Mode::Code);
+    assert!(transcript_text(&mut app).contains("the session is gone"));
+    app.outbox.clear();
+    press(&mut app, KeyCode::BackTab, now);
+    assert_eq!(requested_modes(&app), [Mode::Plan]);
 }
 
 #[test]
