@@ -20,6 +20,8 @@ use crate::transcript::{Tone, Transcript};
 #[cfg(test)]
 mod command_tests;
 mod commands;
+#[cfg(test)]
+mod daily_tests;
 mod keys;
 mod replies;
 #[cfg(test)]
@@ -97,6 +99,15 @@ impl GoalLoop {
     }
 }
 
+/// A state a status-line hint describes; the hint goes when the state does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HintEnd {
+    /// "cancelling the turn…"
+    TurnEnds,
+    /// "not connected…"
+    Reconnected,
+}
+
 pub struct App {
     pub cwd: String,
     startup: Startup,
@@ -149,6 +160,9 @@ pub struct App {
     last_interrupt: Option<Instant>,
     /// A one-line hint in the status line, until the next key.
     pub flash: Option<String>,
+    /// A hint that can end before the next key, and the state it describes: it goes with that
+    /// state unless another hint has replaced it.
+    hint_end: Option<(HintEnd, &'static str)>,
     pub outbox: Vec<Request>,
     pub exit: Option<Exit>,
 }
@@ -197,6 +211,7 @@ impl App {
             last_height: 0,
             last_interrupt: None,
             flash: None,
+            hint_end: None,
             outbox: Vec::new(),
             exit: None,
         }
@@ -286,6 +301,24 @@ impl App {
             profile: self.new_profile.clone(),
             mode: self.new_mode,
             title: None,
+        }
+    }
+
+    /// A hint that stays until the next key or until `end` has happened, whichever is first.
+    fn hint_until(&mut self, text: &'static str, end: HintEnd) {
+        self.flash = Some(text.to_owned());
+        self.hint_end = Some((end, text));
+    }
+
+    /// `end` has happened: a hint waiting for it is no longer true.
+    fn state_ended(&mut self, end: HintEnd) {
+        if let Some((waiting_for, text)) = self.hint_end
+            && waiting_for == end
+        {
+            if self.flash.as_deref() == Some(text) {
+                self.flash = None;
+            }
+            self.hint_end = None;
         }
     }
 

@@ -2,11 +2,13 @@
 
 use cwcode_protocol::{CreateSessionParams, GoalStartParams};
 
-use super::{App, Connection, Exit};
+use super::{App, Connection, Exit, HintEnd};
 use crate::commands::{self as slash, Command, Input};
 use crate::daemon::{GoalCall, Open, Request};
 use crate::format;
 use crate::transcript::Tone;
+
+pub(super) const CANCELLING: &str = "cancelling the turn…";
 
 impl App {
     pub(super) fn submit(&mut self) {
@@ -18,7 +20,10 @@ impl App {
                     return;
                 };
                 if self.connection != Connection::Connected {
-                    self.flash = Some("not connected to cwcoded: the prompt is kept".to_owned());
+                    self.hint_until(
+                        "not connected to cwcoded: the prompt is kept",
+                        HintEnd::Reconnected,
+                    );
                     return;
                 }
                 self.editor.take();
@@ -122,11 +127,7 @@ impl App {
                 self.open(Open::New(params));
             }
             Command::Cancel => self.cancel(),
-            Command::Detach => {
-                if let Some(session) = &self.session {
-                    self.exit = Some(Exit::Detached(session.clone()));
-                }
-            }
+            Command::Detach => self.detach(),
             Command::Help => {
                 let mut text = slash::HELP.to_owned();
                 for spec in slash::COMMANDS {
@@ -168,13 +169,20 @@ impl App {
         self.note(text, Tone::Info);
     }
 
+    /// Leaves the interface; the session keeps running in the daemon.
+    pub(super) fn detach(&mut self) {
+        if let Some(session) = &self.session {
+            self.exit = Some(Exit::Detached(session.clone()));
+        }
+    }
+
     pub(super) fn cancel(&mut self) {
         let Some(session_id) = self.session_id() else {
             return;
         };
         if self.busy() || !self.approvals.is_empty() {
             self.outbox.push(Request::Cancel { session_id });
-            self.flash = Some("cancelling the turn…".to_owned());
+            self.hint_until(CANCELLING, HintEnd::TurnEnds);
         }
     }
 }

@@ -46,6 +46,7 @@ impl App {
 
     pub fn on_key(&mut self, key: KeyEvent, now: Instant) {
         self.flash = None;
+        self.hint_end = None;
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && key.code == KeyCode::Char('c') {
             self.interrupt(now);
@@ -67,10 +68,20 @@ impl App {
             KeyCode::End if ctrl => self.scroll = None,
             KeyCode::Home if ctrl => self.scroll = Some(0),
             KeyCode::Char('o') if ctrl => self.expanded = !self.expanded,
+            // The input is hidden behind these, so nothing would be lost: leave at once (an
+            // approval keeps waiting in the daemon for whoever attaches next).
+            KeyCode::Char('d') if ctrl && self.input_hidden() => self.detach(),
             _ if self.approval().is_some() => self.approval_key(key),
             _ if self.rewind.is_some() => self.rewind_key(key),
             _ => self.input_key(key),
         }
+    }
+
+    /// Whether an approval or the rewind picker stands in place of the input, and no deny
+    /// reason is half typed.
+    fn input_hidden(&self) -> bool {
+        let typing_reason = matches!(&self.answer, Answer::Reason(editor) if !editor.is_empty());
+        (self.approval().is_some() && !typing_reason) || self.rewind.is_some()
     }
 
     fn interrupt(&mut self, now: Instant) {
@@ -253,9 +264,7 @@ impl App {
             KeyCode::Char('d')
                 if key.modifiers.contains(KeyModifiers::CONTROL) && self.editor.is_empty() =>
             {
-                if let Some(session) = &self.session {
-                    self.exit = Some(Exit::Detached(session.clone()));
-                }
+                self.detach();
             }
             _ => {
                 let before = self.editor.text();

@@ -4,7 +4,8 @@ use std::time::Instant;
 
 use cwcode_protocol::{ErrorCode, EventKind, GoalStatus, SessionInfo, SessionStatus};
 
-use super::{Answer, App, Connection, Exit, GoalLoop, Pending, Phase, Startup};
+use super::commands::CANCELLING;
+use super::{Answer, App, Connection, Exit, GoalLoop, HintEnd, Pending, Phase, Startup};
 use crate::daemon::{Action, GoalCall, Open, Reply, Request};
 use crate::picker::Picker;
 use crate::reports;
@@ -33,6 +34,7 @@ impl App {
             }
             Reply::Reconnected => {
                 self.connection = Connection::Connected;
+                self.state_ended(HintEnd::Reconnected);
                 // A mode asked for across the break may never have arrived: the session's is
                 // the truth again.
                 self.mode_requests = 0;
@@ -57,7 +59,11 @@ impl App {
                     session.profile = info.profile;
                 }
             }
-            Reply::Cancelled(true) => self.flash = Some("cancelling the turn…".to_owned()),
+            // The answer may come after the turn's end: then there is nothing left to say.
+            Reply::Cancelled(true) if self.busy() => {
+                self.hint_until(CANCELLING, HintEnd::TurnEnds);
+            }
+            Reply::Cancelled(true) => self.state_ended(HintEnd::TurnEnds),
             Reply::Cancelled(false) => self.flash = Some("no turn is running".to_owned()),
             Reply::Profiles(profiles) => {
                 self.profiles = profiles;
@@ -260,6 +266,7 @@ impl App {
                 self.status = *status;
                 if *status == SessionStatus::Idle {
                     self.turn_started = None;
+                    self.state_ended(HintEnd::TurnEnds);
                 }
             }
             EventKind::TodoUpdated { todos } => self.todos = todos.clone(),
@@ -285,6 +292,7 @@ impl App {
                     self.context_tokens = usage.prompt_tokens;
                 }
                 self.turn_started = None;
+                self.state_ended(HintEnd::TurnEnds);
                 // A finished turn withdraws whatever it was asking.
                 self.approvals.clear();
                 self.answer = Answer::Choosing;
