@@ -307,7 +307,7 @@ const GOAL_WORDS: [(&str, &str); 3] = [
 ];
 
 /// The mode Shift+Tab moves to: plan ↔ code. Yolo is never a key press away (it approves
-/// everything, so it is asked for by name); from yolo the key goes back to code's approvals.
+/// everything, so it is asked for by name); from yolo the key goes to plan, the safest.
 pub fn next_mode(mode: Mode) -> Mode {
     match mode {
         Mode::Plan => Mode::Code,

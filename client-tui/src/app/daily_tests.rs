@@ -113,7 +113,24 @@ fn the_not_connected_hint_goes_on_reconnecting() {
             .unwrap_or_default()
             .contains("not connected")
     );
-    app.on_reply(Reply::Reconnected, now);
+    app.on_reply(Reply::Reconnected { restarted: false }, now);
     assert_eq!(app.flash, None);
     assert_eq!(app.editor.text(), "hello");
+}
+
+#[test]
+fn a_daemon_this_window_restarted_is_said_so() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    app.on_reply(
+        Reply::Lost("the connection to cwcoded closed".to_owned()),
+        now,
+    );
+    app.on_reply(Reply::Reconnected { restarted: true }, now);
+    let text = super::tests::transcript_text(&mut app);
+    assert!(
+        text.contains("cwcoded had stopped unexpectedly: this window started it again"),
+        "{text}"
+    );
+    assert!(text.contains("reconnected to cwcoded"), "{text}");
 }

@@ -32,9 +32,15 @@ impl App {
                     Tone::Warn,
                 );
             }
-            Reply::Reconnected => {
+            Reply::Reconnected { restarted } => {
                 self.connection = Connection::Connected;
                 self.state_ended(HintEnd::Reconnected);
+                if restarted {
+                    self.note(
+                        "cwcoded had stopped unexpectedly: this window started it again",
+                        Tone::Warn,
+                    );
+                }
                 // A mode asked for across the break may never have arrived: the session's is
                 // the truth again.
                 self.mode_requests = 0;

@@ -190,7 +190,7 @@ fn a_prompt_typed_while_the_daemon_is_away_is_kept() {
             .unwrap_or_default()
             .contains("not connected")
     );
-    app.on_reply(Reply::Reconnected, now);
+    app.on_reply(Reply::Reconnected { restarted: false }, now);
     press(&mut app, KeyCode::Enter, now);
     assert_eq!(app.outbox.len(), 1);
 }
@@ -249,7 +249,7 @@ fn shift_tab_toggles_plan_and_code_and_two_quick_presses_move_two_steps() {
     feed(&mut app, now, [EventKind::ModeChanged { mode: Mode::Plan }]);
     assert_eq!((app.mode(), app.intended_mode()), (Mode::Plan, Mode::Plan));
     app.outbox.clear();
-    // Nothing but its name reaches yolo; from there the key goes back to approvals.
+    // Nothing but its name reaches yolo; from there the key goes to plan.
     for _ in 0..4 {
         press(&mut app, KeyCode::BackTab, now);
     }
