@@ -26,7 +26,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "mode",
         args: "plan|code|yolo",
-        about: "show or change the mode (Shift+Tab cycles)",
+        about: "show or change the mode (Shift+Tab: plan ↔ code)",
     },
     CommandSpec {
         name: "model",
@@ -306,12 +306,12 @@ const GOAL_WORDS: [(&str, &str); 3] = [
     ("off", "stop the loop; a cycle in flight is cancelled"),
 ];
 
-/// The mode Shift+Tab moves to: plan → code → yolo → plan.
+/// The mode Shift+Tab moves to: plan ↔ code. Yolo is never a key press away (it approves
+/// everything, so it is asked for by name); from yolo the key goes to plan, the safest.
 pub fn next_mode(mode: Mode) -> Mode {
     match mode {
         Mode::Plan => Mode::Code,
-        Mode::Code => Mode::Yolo,
-        Mode::Yolo => Mode::Plan,
+        Mode::Code | Mode::Yolo => Mode::Plan,
     }
 }
 
@@ -321,7 +321,7 @@ Keys
   Alt/Shift+Enter      new line (also Ctrl+J); pasted text keeps its lines
   Up / Down            previous / next prompt, from the first / last line
   Tab                  complete a /command
-  Shift+Tab            cycle the mode: plan → code → yolo
+  Shift+Tab            toggle plan ↔ code (/mode yolo runs every tool unasked)
   Esc                  cancel the running turn
   PgUp / PgDn, wheel   scroll; at the bottom the view follows new output
   Ctrl+O               show or hide reasoning and long outputs in full
@@ -432,9 +432,9 @@ mod tests {
     }
 
     #[test]
-    fn shift_tab_cycles_plan_code_yolo() {
+    fn shift_tab_toggles_plan_and_code_and_never_lands_in_yolo() {
         assert_eq!(next_mode(Mode::Plan), Mode::Code);
-        assert_eq!(next_mode(Mode::Code), Mode::Yolo);
+        assert_eq!(next_mode(Mode::Code), Mode::Plan);
         assert_eq!(next_mode(Mode::Yolo), Mode::Plan);
     }
 

@@ -119,7 +119,10 @@ pub enum Reply {
     /// The first connection failed: nothing can be done.
     ConnectFailed(String),
     Lost(String),
-    Reconnected,
+    /// Connected again; `restarted` when the daemon had died and this client started it.
+    Reconnected {
+        restarted: bool,
+    },
     Sessions(Vec<SessionInfo>),
     /// The session is open; its events follow, starting with the journal's first.
     Attached(SessionInfo),
@@ -161,13 +164,27 @@ type Call = Pin<Box<dyn Future<Output = Done> + Send>>;
 
 enum Done {
     Connected(Result<Client, ClientError>),
-    Reconnected(Option<Client>),
+    Reconnected(Reconnect),
     /// A call whose effect the session's events report.
     Nothing,
     Reply(Reply),
     Attached(SessionInfo, EventStream),
     Resubscribed(String, EventStream),
     Failed(Action, ClientError),
+}
+
+/// How one attempt to reconnect went.
+enum Reconnect {
+    Connected {
+        client: Client,
+        restarted: bool,
+    },
+    /// Nobody answers and the socket is gone: the daemon was stopped on purpose.
+    Stopped,
+    /// The daemon had died and could not be started again, for this reason.
+    RestartFailed(String),
+    /// Not yet (the daemon is busy, or starting): the next tick tries again.
+    NotYet,
 }
 
 struct Subscription {
@@ -184,6 +201,9 @@ struct Backend {
     waiting: Vec<Request>,
     connected_once: bool,
     reconnecting: bool,
+    /// What the user was last told about why reconnecting does not work yet, so that a retry
+    /// every second does not say it every second.
+    told_why: Option<String>,
     subscription: Option<Subscription>,
     calls: FuturesUnordered<Call>,
     replies: UnboundedSender<Reply>,
@@ -200,6 +220,7 @@ async fn run(
         waiting: Vec::new(),
         connected_once: false,
         reconnecting: false,
+        told_why: None,
         subscription: None,
         calls: FuturesUnordered::new(),
         replies,
@@ -275,12 +296,26 @@ impl Backend {
                 }
             }
             Done::Connected(Err(error)) => self.reply(Reply::ConnectFailed(describe(&error))),
-            Done::Reconnected(None) => self.reconnecting = false,
-            Done::Reconnected(Some(client)) => {
+            Done::Reconnected(Reconnect::NotYet) => self.reconnecting = false,
+            Done::Reconnected(Reconnect::Stopped) => {
                 self.reconnecting = false;
+                self.tell_why(
+                    "cwcoded was stopped: `cwcode-cli daemon start` brings it back, and this window reconnects by itself"
+                        .to_owned(),
+                );
+            }
+            Done::Reconnected(Reconnect::RestartFailed(reason)) => {
+                self.reconnecting = false;
+                self.tell_why(format!(
+                    "cwcoded stopped unexpectedly and could not be started again: {reason}"
+                ));
+            }
+            Done::Reconnected(Reconnect::Connected { client, restarted }) => {
+                self.reconnecting = false;
+                self.told_why = None;
                 let client = Arc::new(client);
                 self.client = Some(Arc::clone(&client));
-                self.reply(Reply::Reconnected);
+                self.reply(Reply::Reconnected { restarted });
                 if let Some(subscription) = &self.subscription {
                     self.resubscribe(subscription.session_id.clone(), subscription.last_seq);
                 }
@@ -349,14 +384,19 @@ impl Backend {
         self.reply(Reply::Lost(reason));
     }
 
+    /// Says `why` once, until it changes or the connection is back.
+    fn tell_why(&mut self, why: String) {
+        if self.told_why.as_ref() != Some(&why) {
+            self.reply(Reply::Notice(why.clone()));
+            self.told_why = Some(why);
+        }
+    }
+
     fn reconnect(&mut self) {
         self.reconnecting = true;
-        let mut options = self.options.clone();
-        // Coming back is the daemon's to do (systemd, a user): a client that restarted it
-        // would undo a deliberate `cwcode-cli daemon stop`.
-        options.autostart = false;
+        let options = self.options.clone();
         self.calls.push(Box::pin(async move {
-            Done::Reconnected(Client::connect(&options).await.ok())
+            Done::Reconnected(reconnect(options).await)
         }));
     }
 
@@ -371,6 +411,54 @@ impl Backend {
             }
         }));
     }
+}
+
+/// One attempt to reach the daemon again. A daemon that died (killed, crashed) leaves its
+/// socket and pid files behind and is started again, as on launch; one stopped on purpose
+/// (`cwcode-cli daemon stop`, SIGTERM) removes them as it exits, and starting it here would
+/// undo that stop. While it drains, its socket refuses but its process is still there.
+async fn reconnect(mut options: ConnectOptions) -> Reconnect {
+    options.autostart = false;
+    match Client::connect(&options).await {
+        Ok(client) => Reconnect::Connected {
+            client,
+            restarted: false,
+        },
+        Err(ClientError::Connect { source, .. })
+            if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+        {
+            if daemon_process_alive(&options).await {
+                return Reconnect::NotYet;
+            }
+            options.autostart = true;
+            match Client::connect(&options).await {
+                Ok(client) => Reconnect::Connected {
+                    client,
+                    restarted: true,
+                },
+                Err(error) => Reconnect::RestartFailed(describe(&error)),
+            }
+        }
+        Err(ClientError::Connect { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Reconnect::Stopped
+        }
+        Err(_) => Reconnect::NotYet,
+    }
+}
+
+/// Whether the process the daemon's pid file names still exists (a daemon shutting down).
+async fn daemon_process_alive(options: &ConnectOptions) -> bool {
+    let Ok(text) = tokio::fs::read_to_string(options.paths.pid_file()).await else {
+        return false;
+    };
+    let Ok(pid) = text.trim().parse::<u32>() else {
+        return false;
+    };
+    tokio::fs::try_exists(format!("/proc/{pid}"))
+        .await
+        .unwrap_or(false)
 }
 
 fn action_of(request: &Request) -> Action {

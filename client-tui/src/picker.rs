@@ -53,9 +53,11 @@ impl Picker {
             .iter()
             .filter(|item| match item {
                 Item::New => filter.is_empty(),
+                // Anywhere in the id: the end of an id is what `cwcode-cli ls` users remember
+                // as often as its start.
                 Item::Session(session) => {
                     filter.is_empty()
-                        || session.id.to_lowercase().starts_with(&filter)
+                        || session.id.to_lowercase().contains(&filter)
                         || session.title.to_lowercase().contains(&filter)
                         || session.cwd.to_lowercase().contains(&filter)
                 }
@@ -137,5 +139,30 @@ mod tests {
         picker.filter = "0199".to_owned();
         assert!(picker.visible().is_empty());
         assert_eq!(picker.choose(), Some(Choice::Attach("0199".to_owned())));
+    }
+
+    #[test]
+    fn the_filter_matches_anywhere_in_the_id_or_the_title() {
+        let sessions = [
+            session("0198a1b2c3d4e5f6", "/here", "coupons before tax"),
+            session("0198ffee00112233", "/here", "the cart total"),
+        ];
+        let mut picker = Picker::new(&sessions, "/here");
+        let shown = |picker: &Picker| -> Vec<String> {
+            picker
+                .visible()
+                .iter()
+                .filter_map(|item| match item {
+                    Item::Session(session) => Some(session.id.clone()),
+                    Item::New => None,
+                })
+                .collect()
+        };
+        picker.filter = "c3d4".to_owned();
+        assert_eq!(shown(&picker), ["0198a1b2c3d4e5f6"]);
+        picker.filter = "TOTAL".to_owned();
+        assert_eq!(shown(&picker), ["0198ffee00112233"]);
+        picker.filter = "before".to_owned();
+        assert_eq!(shown(&picker), ["0198a1b2c3d4e5f6"]);
     }
 }

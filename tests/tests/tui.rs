@@ -203,8 +203,9 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
         EDITED
     );
 
-    // Shift+Tab cycles the mode: code → yolo → plan, in the daemon too.
-    tmux.keys(first, &["BTab"]);
+    // Yolo is asked for by name (Shift+Tab only toggles plan and code); from it Shift+Tab goes
+    // to plan, in the daemon too.
+    tmux.type_line(first, "/mode yolo");
     tmux.wait_for(first, &[" YOLO ", "mode is now yolo"]).await;
     wait_for_event(&home, &session, |kind| {
         matches!(kind, EventKind::ModeChanged { mode: Mode::Yolo })

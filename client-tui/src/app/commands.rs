@@ -1,0 +1,188 @@
+//! What the input's Enter does: a prompt is sent, a slash command is run.
+
+use cwcode_protocol::{CreateSessionParams, GoalStartParams};
+
+use super::{App, Connection, Exit, HintEnd};
+use crate::commands::{self as slash, Command, Input};
+use crate::daemon::{GoalCall, Open, Request};
+use crate::format;
+use crate::transcript::Tone;
+
+pub(super) const CANCELLING: &str = "cancelling the turn…";
+
+impl App {
+    pub(super) fn submit(&mut self) {
+        let text = self.editor.text();
+        match slash::parse_input(&text) {
+            Input::Empty => {}
+            Input::Prompt(prompt) => {
+                let Some(session_id) = self.session_id() else {
+                    return;
+                };
+                if self.connection != Connection::Connected {
+                    self.hint_until(
+                        "not connected to cwcoded: the prompt is kept",
+                        HintEnd::Reconnected,
+                    );
+                    return;
+                }
+                self.editor.take();
+                self.editor.remember(&prompt);
+                self.scroll = None;
+                self.outbox.push(Request::Send {
+                    session_id,
+                    text: prompt,
+                });
+            }
+            Input::Command(command) => {
+                self.editor.take();
+                self.command(command);
+            }
+        }
+    }
+
+    fn command(&mut self, command: Command) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        match command {
+            Command::ShowMode => {
+                let mode = self.intended_mode();
+                self.note(
+                    format!(
+                        "mode is {mode}: {} (Shift+Tab toggles plan and code; /mode plan|code|yolo)",
+                        format::mode_meaning(mode)
+                    ),
+                    Tone::Info,
+                );
+            }
+            Command::SetMode(mode) if mode == self.intended_mode() => {
+                self.note(format!("already in {mode} mode"), Tone::Info);
+            }
+            Command::SetMode(mode) => self.request_mode(mode),
+            Command::Model => {
+                if self.profiles.is_empty() {
+                    self.show_profiles = true;
+                    self.outbox.push(Request::ListProfiles);
+                } else {
+                    self.show_model();
+                }
+            }
+            Command::SetProfile(profile)
+                if self.session.as_ref().is_some_and(|s| s.profile == profile) =>
+            {
+                self.note(format!("already on profile {profile}"), Tone::Info);
+            }
+            Command::SetProfile(profile) => self.outbox.push(Request::SetProfile {
+                session_id,
+                profile,
+            }),
+            Command::Checkpoints => self.outbox.push(Request::Checkpoints { session_id }),
+            Command::Rewind(turn) => self.outbox.push(Request::Rewind { session_id, turn }),
+            Command::UndoRewind => self.outbox.push(Request::UndoRewind { session_id }),
+            Command::Compact => {
+                self.outbox.push(Request::Compact { session_id });
+                self.note(
+                    "compacting: the model summarises the older turns (after any queued prompt)…",
+                    Tone::Info,
+                );
+            }
+            Command::Cache => self.outbox.push(Request::Cache { session_id }),
+            Command::Cost => self.outbox.push(Request::Cost { session_id }),
+            Command::GoalAdd(text) => self.outbox.push(Request::GoalAdd { session_id, text }),
+            Command::GoalOn { cap } => self.outbox.push(Request::GoalStart(GoalStartParams {
+                session_id,
+                cap,
+                ..GoalStartParams::default()
+            })),
+            Command::GoalOff => self.outbox.push(Request::GoalStop { session_id }),
+            Command::GoalStatus => self.outbox.push(Request::GoalStatus {
+                session_id,
+                call: GoalCall::Show,
+            }),
+            Command::Todo if self.todos.is_empty() => self.note(
+                "no todo list: the model keeps one (todo_write) when a task has several steps",
+                Tone::Info,
+            ),
+            Command::Todo => {
+                self.show_todos = !self.show_todos;
+                self.flash = Some(
+                    if self.show_todos {
+                        "todo list shown"
+                    } else {
+                        "todo list hidden: /todo shows it again"
+                    }
+                    .to_owned(),
+                );
+            }
+            Command::Sessions => self.outbox.push(Request::ListSessions),
+            Command::New => {
+                let current = self.session.as_ref();
+                let params = CreateSessionParams {
+                    cwd: self.cwd.clone(),
+                    profile: current.map(|s| s.profile.clone()),
+                    mode: current.map(|s| s.mode),
+                    title: None,
+                };
+                self.open(Open::New(params));
+            }
+            Command::Cancel => self.cancel(),
+            Command::Detach => self.detach(),
+            Command::Help => {
+                let mut text = slash::HELP.to_owned();
+                for spec in slash::COMMANDS {
+                    let usage = format!("/{} {}", spec.name, spec.args);
+                    text.push_str(&format!("\n  {:<20} {}", usage.trim_end(), spec.about));
+                }
+                text.push_str("\n  //text               send a prompt that starts with /");
+                self.note(text, Tone::Info);
+            }
+            Command::Invalid(message) => self.note(message, Tone::Error),
+        }
+    }
+
+    pub(super) fn show_model(&mut self) {
+        let current = self.session.as_ref().map(|s| s.profile.clone());
+        let mut text = String::from("profiles (from config.json):");
+        for profile in &self.profiles {
+            let marker = if Some(&profile.name) == current.as_ref() {
+                "*"
+            } else {
+                " "
+            };
+            let key = if profile.has_key {
+                ""
+            } else {
+                " · no API key"
+            };
+            let default = if profile.is_default {
+                " · default"
+            } else {
+                ""
+            };
+            text.push_str(&format!(
+                "\n{marker} {} — {} at {}{default}{key}",
+                profile.name, profile.model, profile.base_url
+            ));
+        }
+        text.push_str("\n/model NAME switches this session to that profile from its next request.");
+        self.note(text, Tone::Info);
+    }
+
+    /// Leaves the interface; the session keeps running in the daemon.
+    pub(super) fn detach(&mut self) {
+        if let Some(session) = &self.session {
+            self.exit = Some(Exit::Detached(session.clone()));
+        }
+    }
+
+    pub(super) fn cancel(&mut self) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        if self.busy() || !self.approvals.is_empty() {
+            self.outbox.push(Request::Cancel { session_id });
+            self.hint_until(CANCELLING, HintEnd::TurnEnds);
+        }
+    }
+}

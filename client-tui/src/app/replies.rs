@@ -1,0 +1,380 @@
+//! What the daemon's replies and session events do to the interface.
+
+use std::time::Instant;
+
+use cwcode_protocol::{ErrorCode, EventKind, GoalStatus, SessionInfo, SessionStatus};
+
+use super::commands::CANCELLING;
+use super::{Answer, App, Connection, Exit, GoalLoop, HintEnd, Pending, Phase, Startup};
+use crate::daemon::{Action, GoalCall, Open, Reply, Request};
+use crate::picker::Picker;
+use crate::reports;
+use crate::rewind::RewindPicker;
+use crate::transcript::{Tone, Transcript};
+
+impl App {
+    pub fn on_reply(&mut self, reply: Reply, now: Instant) {
+        match reply {
+            Reply::Connected => {
+                self.connection = Connection::Connected;
+                self.outbox.push(Request::ListProfiles);
+                match self.startup.clone() {
+                    Startup::Choose | Startup::Continue => self.outbox.push(Request::ListSessions),
+                    Startup::New => self.open(Open::New(self.new_session_params())),
+                    Startup::Session(id) => self.open(Open::Existing(id)),
+                }
+            }
+            Reply::ConnectFailed(message) => self.exit = Some(Exit::Failed(message)),
+            Reply::Lost(reason) => {
+                self.connection = Connection::Lost(reason.clone());
+                self.note(
+                    format!("lost the connection to cwcoded ({reason}); reconnecting…"),
+                    Tone::Warn,
+                );
+            }
+            Reply::Reconnected { restarted } => {
+                self.connection = Connection::Connected;
+                self.state_ended(HintEnd::Reconnected);
+                if restarted {
+                    self.note(
+                        "cwcoded had stopped unexpectedly: this window started it again",
+                        Tone::Warn,
+                    );
+                }
+                // A mode asked for across the break may never have arrived: the session's is
+                // the truth again.
+                self.mode_requests = 0;
+                self.note("reconnected to cwcoded", Tone::Info);
+            }
+            Reply::Sessions(sessions) => self.on_sessions(&sessions),
+            Reply::Attached(info) => self.on_attached(info),
+            Reply::Event(event) => self.on_event(event.seq, &event.kind, now),
+            Reply::ModeSet(info) => {
+                if let Some(session) = &mut self.session
+                    && session.id == info.id
+                {
+                    session.mode = info.mode;
+                    self.mode_answered();
+                }
+            }
+            // The `profile_changed` event that follows says so in the transcript.
+            Reply::ProfileSet(info) => {
+                if let Some(session) = &mut self.session
+                    && session.id == info.id
+                {
+                    session.profile = info.profile;
+                }
+            }
+            // The answer may come after the turn's end: then there is nothing left to say.
+            Reply::Cancelled(true) if self.busy() => {
+                self.hint_until(CANCELLING, HintEnd::TurnEnds);
+            }
+            Reply::Cancelled(true) => self.state_ended(HintEnd::TurnEnds),
+            Reply::Cancelled(false) => self.flash = Some("no turn is running".to_owned()),
+            Reply::Profiles(profiles) => {
+                self.profiles = profiles;
+                if std::mem::take(&mut self.show_profiles) {
+                    self.show_model();
+                }
+            }
+            Reply::Checkpoints(checkpoints) => {
+                if checkpoints.is_empty() {
+                    self.note(
+                        "no checkpoints yet: each prompt gets one, /rewind goes back before it",
+                        Tone::Info,
+                    );
+                } else {
+                    self.rewind = Some(RewindPicker::new(checkpoints));
+                }
+            }
+            Reply::Rewound(result) => self.on_rewound(&result.prompt, result.turn),
+            Reply::RewindUndone(result) => {
+                // The prompt the rewind gave back would now be sent a second time.
+                if self.editor.text().trim() == result.prompt.trim() {
+                    self.editor.take();
+                }
+                self.flash = Some(format!("rewind to before prompt {} undone", result.turn));
+            }
+            Reply::Cache(report) => self.note(reports::cache_table(&report), Tone::Plain),
+            Reply::Cost(report) => self.note(reports::cost_table(&report), Tone::Plain),
+            Reply::Goal {
+                session_id,
+                call,
+                status,
+            } => {
+                if self.session_id().as_deref() == Some(session_id.as_str()) {
+                    self.on_goal_status(call, &status);
+                }
+            }
+            Reply::Failed {
+                action,
+                message,
+                code,
+            } => self.on_failed(action, message, code),
+            Reply::Notice(text) => self.note(text, Tone::Info),
+        }
+    }
+
+    pub(super) fn open(&mut self, open: Open) {
+        // The picker (at startup, or /sessions) and the current session stay on screen until
+        // the new one is open, so a failure can be shown where the choice was made.
+        if self.phase == Phase::Connecting {
+            self.phase = Phase::Opening;
+        }
+        self.outbox.push(Request::Open(open));
+    }
+
+    fn on_sessions(&mut self, sessions: &[SessionInfo]) {
+        if self.phase != Phase::Connecting {
+            // `/sessions`.
+            self.picker = Some(Picker::new(sessions, &self.cwd));
+            return;
+        }
+        let here = sessions.iter().find(|session| session.cwd == self.cwd);
+        match (&self.startup, here) {
+            (Startup::Continue, Some(session)) => self.open(Open::Existing(session.id.clone())),
+            (Startup::Continue, None) => {
+                self.exit = Some(Exit::Failed(format!(
+                    "no session has {} as its workspace yet: run `cwcode` there to start one, or `cwcode --session ID` (see `cwcode-cli ls`)",
+                    self.cwd
+                )));
+            }
+            (_, Some(_)) => {
+                self.phase = Phase::Picking;
+                self.picker = Some(Picker::new(sessions, &self.cwd));
+            }
+            (_, None) => self.open(Open::New(self.new_session_params())),
+        }
+    }
+
+    fn on_attached(&mut self, info: SessionInfo) {
+        self.phase = Phase::Attached;
+        self.picker = None;
+        self.rewind = None;
+        self.transcript = Transcript::default();
+        self.approvals.clear();
+        self.answer = Answer::Choosing;
+        self.mode_requests = 0;
+        self.status = info.status;
+        self.turn_started = None;
+        self.prompt_tokens = 0;
+        self.cached_tokens = 0;
+        self.completion_tokens = 0;
+        self.context_tokens = 0;
+        self.todos.clear();
+        self.goal = None;
+        self.replay_until = info.last_seq;
+        self.caught_up = false;
+        self.scroll = None;
+        let empty = info.last_seq == 0;
+        self.session = Some(info);
+        if empty {
+            self.catch_up();
+        }
+    }
+
+    /// The replay is over: what it rebuilt is made exact where events alone cannot tell (a
+    /// loop the daemon resumed after a restart, goals checked by hand).
+    fn catch_up(&mut self) {
+        self.caught_up = true;
+        if let Some(session_id) = self.session_id() {
+            self.outbox.push(Request::GoalStatus {
+                session_id,
+                call: GoalCall::Sync,
+            });
+        }
+    }
+
+    fn on_goal_status(&mut self, call: GoalCall, status: &GoalStatus) {
+        self.goal = status.running.then(|| GoalLoop {
+            // An event read meanwhile may be newer than this answer: the cycle never goes back.
+            cycle: self
+                .goal
+                .map_or(status.cycle, |goal| goal.cycle.max(status.cycle)),
+            cap: status.cap,
+            progress: Some((status.done, status.done + status.left)),
+        });
+        match call {
+            GoalCall::Sync => {}
+            GoalCall::Show => self.note(reports::goal_status(status), Tone::Plain),
+            GoalCall::Add => {
+                let next = if status.running {
+                    "the running loop takes it up at its next cycle"
+                } else {
+                    "/goal on works through them"
+                };
+                self.note(
+                    format!(
+                        "goal added to {}: {} of {} open · {next}",
+                        status.goals_file,
+                        status.left,
+                        status.done + status.left
+                    ),
+                    Tone::Info,
+                );
+            }
+            // Its cycles and its end are events, which the transcript shows.
+            GoalCall::Start if status.running => {
+                self.flash = Some("goal loop started · /goal off stops it".to_owned());
+            }
+            GoalCall::Start => {}
+            // Whether it was running is not told by the answer, and the loop's own stop event
+            // may have cleared the banner already: the transcript has the summary if it ran.
+            GoalCall::Stop => {
+                self.flash =
+                    Some("the goal loop is off · /goal status shows where it got".to_owned());
+            }
+        }
+    }
+
+    fn on_event(&mut self, seq: u64, kind: &EventKind, now: Instant) {
+        if self.phase != Phase::Attached {
+            return;
+        }
+        if !self.caught_up && seq >= self.replay_until {
+            self.catch_up();
+        }
+        self.transcript.apply(kind);
+        match kind {
+            EventKind::TurnStarted { prompt, .. } => {
+                self.editor.remember(prompt);
+                self.turn_started = Some(now);
+            }
+            EventKind::AssistantMessage {
+                usage: Some(usage), ..
+            } => self.context_tokens = usage.prompt_tokens + usage.completion_tokens,
+            EventKind::ApprovalRequested {
+                request_id, tool, ..
+            } => self.approvals.push_back(Pending {
+                request_id: request_id.clone(),
+                tool: tool.clone(),
+            }),
+            EventKind::ApprovalResolved { request_id, .. } => self.forget_approval(request_id),
+            EventKind::ModeChanged { mode } => {
+                if let Some(session) = &mut self.session {
+                    session.mode = *mode;
+                }
+            }
+            EventKind::ProfileChanged { profile } => {
+                if let Some(session) = &mut self.session {
+                    session.profile = profile.clone();
+                }
+                let model = self
+                    .profile()
+                    .map(|info| format!(" ({})", info.model))
+                    .unwrap_or_default();
+                self.note(
+                    format!("profile is now {profile}{model}: the next request goes there"),
+                    Tone::Info,
+                );
+            }
+            EventKind::StatusChanged { status } => {
+                self.status = *status;
+                if *status == SessionStatus::Idle {
+                    self.turn_started = None;
+                    self.state_ended(HintEnd::TurnEnds);
+                }
+            }
+            EventKind::TodoUpdated { todos } => self.todos = todos.clone(),
+            EventKind::GoalCycleStarted { cycle, cap } => {
+                self.goal = Some(GoalLoop {
+                    cycle: *cycle,
+                    cap: *cap,
+                    progress: self.goal.and_then(|goal| goal.progress),
+                });
+            }
+            EventKind::GoalCycleFinished { done, left, .. } => {
+                if let Some(goal) = &mut self.goal {
+                    goal.progress = Some((*done, done + left));
+                }
+            }
+            EventKind::GoalLoopStopped { .. } => self.goal = None,
+            EventKind::Compacted { tokens_after, .. } => self.context_tokens = *tokens_after,
+            EventKind::TurnFinished { usage, .. } => {
+                self.prompt_tokens += usage.prompt_tokens;
+                self.cached_tokens += usage.cached_tokens;
+                self.completion_tokens += usage.completion_tokens;
+                if self.context_tokens == 0 {
+                    self.context_tokens = usage.prompt_tokens;
+                }
+                self.turn_started = None;
+                self.state_ended(HintEnd::TurnEnds);
+                // A finished turn withdraws whatever it was asking.
+                self.approvals.clear();
+                self.answer = Answer::Choosing;
+            }
+            _ => {}
+        }
+    }
+
+    /// The rewind is done (the files and history are back): prompt `turn`'s text returns to
+    /// the input, to be edited and sent again. A draft there goes to the history, not away.
+    fn on_rewound(&mut self, prompt: &str, turn: u32) {
+        self.rewind = None;
+        let draft = self.editor.take();
+        if !draft.trim().is_empty() && draft != prompt {
+            self.editor.remember(&draft);
+        }
+        self.editor.set_text(prompt);
+        self.completion_selected = 0;
+        self.scroll = None;
+        self.flash = Some(format!(
+            "prompt {turn} is back in the input: edit it and press Enter · /rewind undo reverts"
+        ));
+    }
+
+    fn forget_approval(&mut self, request_id: &str) {
+        let was_front = self
+            .approvals
+            .front()
+            .is_some_and(|pending| pending.request_id == request_id);
+        self.approvals
+            .retain(|pending| pending.request_id != request_id);
+        if was_front {
+            self.answer = Answer::Choosing;
+        }
+    }
+
+    fn on_failed(&mut self, action: Action, message: String, code: Option<i32>) {
+        match action {
+            Action::SetMode => {
+                self.mode_answered();
+                self.note(message, Tone::Error);
+            }
+            Action::Open if self.picker.is_some() => {
+                if let Some(picker) = &mut self.picker {
+                    picker.error = Some(message);
+                }
+            }
+            Action::Open if self.phase != Phase::Attached => {
+                self.exit = Some(Exit::Failed(message));
+            }
+            Action::ListSessions if self.phase == Phase::Connecting => {
+                self.exit = Some(Exit::Failed(message));
+            }
+            Action::Rewind | Action::UndoRewind => {
+                let message = if code == Some(ErrorCode::SessionBusy.code()) {
+                    // The daemon's advice names cwcode-cli; here it is a key away.
+                    "a turn is running or queued: rewind once it has ended (Esc cancels a running turn)"
+                        .to_owned()
+                } else {
+                    message
+                };
+                match &mut self.rewind {
+                    Some(picker) if action == Action::Rewind => picker.failed(message),
+                    _ => self.note(message, Tone::Error),
+                }
+            }
+            Action::Respond { request_id } => {
+                if code == Some(ErrorCode::ApprovalNotFound.code()) {
+                    // Answered from another terminal, or withdrawn: stop asking.
+                    self.forget_approval(&request_id);
+                } else {
+                    self.answer = Answer::Choosing;
+                    self.note(message, Tone::Error);
+                }
+            }
+            _ => self.note(message, Tone::Error),
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The terminal client as a daily driver, end to end in tmux: Ctrl+D leaves while an approval
+//! waits (and the approval is still there on return), and a daemon that died is started again
+//! by the window that lost it, while one stopped on purpose stays stopped. Needs tmux.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cwcode_protocol::EventKind;
+use cwcode_tests::fake_provider::{FakeProvider, text, tool_calls};
+use cwcode_tests::{Home, tui_bin, wait_for_event};
+use serde_json::json;
+
+/// How long a screen may take to show what a step expects.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A tmux server of our own (its socket in the test's home), so no other tmux is touched;
+/// killed when dropped. The same driver as tests/tui.rs's, kept to what these tests use.
+struct Tmux {
+    socket: PathBuf,
+}
+
+const WINDOW: &str = "daily:0";
+
+impl Tmux {
+    /// A 120×40 window running a shell in the workspace with CWCODE_HOME set.
+    fn start(home: &Home) -> Self {
+        let tmux = Self {
+            socket: home.dir.path().join("tmux.sock"),
+        };
+        let workspace = home.workspace.to_str().unwrap();
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "daily",
+            "-c",
+            workspace,
+        ]);
+        let home_dir = home.paths.home.to_str().unwrap();
+        tmux.type_line(&format!(
+            "export CWCODE_HOME={home_dir}; unset CWCODE_SOCKET; clear"
+        ));
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let output = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux (is it installed?)");
+        assert!(
+            output.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Types text as keystrokes (not as a paste), then Enter.
+    fn type_line(&self, text: &str) {
+        self.run(&["send-keys", "-t", WINDOW, "-l", text]);
+        self.keys(&["Enter"]);
+    }
+
+    /// Named keys: Enter, C-d, …
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", WINDOW];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", WINDOW])
+    }
+
+    /// Waits until the screen satisfies `done`; returns it.
+    async fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the screen never showed {what}; it shows:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the screen shows every one of `needles`; returns it.
+    async fn wait_for(&self, needles: &[&str]) -> String {
+        self.wait_until(&format!("{needles:?}"), |screen| {
+            needles.iter().all(|needle| screen.contains(needle))
+        })
+        .await
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+/// Stops whatever daemon runs in the home when the test ends, also one the TUI started (the
+/// harness only knows the one it started itself).
+struct StopDaemonAtEnd<'a>(&'a Home);
+
+impl Drop for StopDaemonAtEnd<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.cli(&["daemon", "stop"]);
+    }
+}
+
+fn the_session(home: &Home) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(home.paths.sessions_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "one session expected: {ids:?}");
+    ids.remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_return() {
+    let cwcode = tui_bin();
+    let cwcode = cwcode.to_str().unwrap();
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    provider
+        .reply(tool_calls(&[(
+            "call_echo",
+            "bash",
+            json!({"command": "echo approved-after-the-detach"}),
+        )]))
+        .reply(text("Ran it once you came back."));
+
+    let tmux = Tmux::start(&home);
+    tmux.type_line(cwcode);
+    tmux.wait_for(&["● connected", " CODE "]).await;
+    let session = the_session(&home);
+    tmux.type_line("run the echo");
+    tmux.wait_for(&["? allow bash", "waiting for your approval"])
+        .await;
+
+    // Ctrl+D with the approval prompt up: the program leaves at once, answering nothing.
+    tmux.keys(&["C-d"]);
+    tmux.wait_for(&["detached: session", "keeps running in cwcoded"])
+        .await;
+    let journal = home.journal(&session);
+    assert!(
+        !journal
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::ApprovalResolved { .. })),
+        "leaving answered the approval: {journal:?}"
+    );
+
+    // Back in the session, the same approval asks again and `y` lets the call run.
+    tmux.type_line(&format!("{cwcode} --continue"));
+    tmux.wait_for(&["? allow bash", "waiting for your approval"])
+        .await;
+    tmux.keys(&["y"]);
+    tmux.wait_for(&["Ran it once you came back.", "✓ turn 1 completed"])
+        .await;
+    let finished = wait_for_event(&home, &session, |kind| {
+        matches!(
+            kind,
+            EventKind::ToolCallFinished {
+                is_error: false,
+                ..
+            }
+        )
+    });
+    let EventKind::ToolCallFinished { output, .. } = finished.kind else {
+        unreachable!()
+    };
+    assert!(output.contains("approved-after-the-detach"), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_died_is_started_again_and_one_stopped_on_purpose_is_not() {
+    let cwcode = tui_bin();
+    let cwcode = cwcode.to_str().unwrap();
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _stop_at_end = StopDaemonAtEnd(&home);
+    let daemon = home.start_daemon();
+    provider
+        .reply(text("Before the crash."))
+        .reply(text("After the restart."));
+
+    let tmux = Tmux::start(&home);
+    tmux.type_line(cwcode);
+    tmux.wait_for(&["● connected", " CODE "]).await;
+    tmux.type_line("first");
+    tmux.wait_for(&["Before the crash.", "✓ turn 1 completed"])
+        .await;
+
+    // SIGKILL: the daemon leaves its socket and pid files behind, as a crash does.
+    daemon.crash();
+    tmux.wait_for(&[
+        "lost the connection to cwcoded",
+        "cwcoded had stopped unexpectedly: this window started it again",
+        "reconnected to cwcoded",
+    ])
+    .await;
+    let screen = tmux
+        .wait_until("● connected in the status line", |screen| {
+            screen
+                .trim_end()
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .contains("● connected")
+        })
+        .await;
+    assert!(!screen.contains("✗ daemon lost"), "{screen}");
+    // The session goes on in the new daemon: a prompt is answered, the transcript kept.
+    tmux.type_line("second");
+    let screen = tmux
+        .wait_for(&["After the restart.", "✓ turn 2 completed"])
+        .await;
+    assert!(screen.contains("Before the crash."), "{screen}");
+
+    // Stopped on purpose: the window says how to bring it back and leaves that to the user.
+    home.cli_ok(&["daemon", "stop"]);
+    tmux.wait_for(&["cwcoded was stopped: `cwcode-cli daemon start` brings it back"])
+        .await;
+    assert!(
+        !home.paths.socket.exists(),
+        "the window started the daemon that was stopped on purpose"
+    );
+    home.cli_ok(&["daemon", "start"]);
+    tmux.wait_until("a second reconnection", |screen| {
+        screen.matches("reconnected to cwcoded").count() == 2
+    })
+    .await;
+}
