@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use cwcode_protocol::{CreateSessionParams, Mode};
 
-use super::{connect, print_json};
+use super::{connect, print_json, workspace};
 use crate::render;
 
 pub async fn new(
@@ -16,15 +15,11 @@ pub async fn new(
     title: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let cwd = match cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let cwd = std::path::absolute(&cwd).with_context(|| format!("bad --cwd {}", cwd.display()))?;
+    let cwd = workspace(cwd)?;
     let client = connect(true).await?;
     let info = client
         .create_session(&CreateSessionParams {
-            cwd: cwd.display().to_string(),
+            cwd,
             profile,
             mode,
             title,

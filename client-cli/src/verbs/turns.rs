@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
-use cwcode_protocol::{ApprovalDecision, ApprovalRespondParams, Client, EventKind, TurnOutcome};
+use cwcode_protocol::{ApprovalDecision, ApprovalRespondParams, Client, EventKind};
 
-use super::{connect, print_json, prompt_text};
+use super::{connect, connection_lost, print_json, prompt_text, turn_exit};
+use crate::exit::{self, Outcome};
 use crate::render;
 
 pub async fn send(id: &str, text: String, wait: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -25,7 +26,8 @@ pub async fn send(id: &str, text: String, wait: bool, json: bool) -> anyhow::Res
     Ok(ExitCode::SUCCESS)
 }
 
-/// Subscribes first, then sends, so no event of the new turn can be missed.
+/// Subscribes first, then sends, so no event of the new turn can be missed. Ctrl+C stops
+/// following, never the turn: it goes on in the daemon.
 async fn send_and_wait(
     client: &Client,
     id: &str,
@@ -39,7 +41,30 @@ async fn send_and_wait(
         eprintln!("(queued behind the running turn)");
     }
     let mut renderer = render::Renderer::new(json, &session.id);
-    while let Some(event) = stream.next().await {
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => event,
+            _ = &mut ctrl_c => {
+                renderer.finish();
+                return Err(Outcome {
+                    code: exit::INTERRUPTED,
+                    name: "interrupted",
+                    message: format!(
+                        "stopped following; turn {turn} goes on in the daemon. Cancel it with \
+                         `cwcode-cli cancel {id}`, follow it again with \
+                         `cwcode-cli events {id} --follow`",
+                        turn = sent.turn,
+                        id = session.id
+                    ),
+                }
+                .into());
+            }
+        };
+        let Some(event) = event else {
+            return Err(connection_lost(&session.id));
+        };
         let event = event?;
         renderer.event(&event)?;
         if let EventKind::TurnFinished {
@@ -50,28 +75,13 @@ async fn send_and_wait(
         } = &event.kind
             && *turn == sent.turn
         {
-            if *outcome == TurnOutcome::Failed && !json {
-                eprintln!(
-                    "cwcode-cli: the turn failed: {}",
-                    error.as_deref().unwrap_or("no reason given")
-                );
-            }
-            return Ok(match outcome {
-                TurnOutcome::Completed => ExitCode::SUCCESS,
-                TurnOutcome::Failed => ExitCode::from(3),
-                TurnOutcome::Cancelled => ExitCode::from(4),
-                TurnOutcome::Interrupted => ExitCode::from(5),
-                TurnOutcome::StormBroken => ExitCode::from(6),
-            });
+            return Ok(turn_exit(*outcome, error.as_deref(), json));
         }
         // A stream dropped for lag resumes by itself; one that ends here cannot be resumed.
         if let EventKind::SubscriptionEnded { reason, .. } = &event.kind {
             bail!("the daemon ended the event stream: {reason}");
         }
     }
-    bail!(
-        "the connection to cwcoded closed before the turn ended; follow it with `cwcode-cli events {id} --follow`"
-    )
 }
 
 pub async fn cancel(id: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -86,6 +96,8 @@ pub async fn cancel(id: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The transcript goes to stdout whole (answers, tool calls, approvals); only what is about the
+/// stream itself goes to stderr. With `--follow` a daemon that goes away is an error (exit 5).
 pub async fn events(id: &str, since: u64, follow: bool, json: bool) -> anyhow::Result<ExitCode> {
     let client = connect(true).await?;
     let session = client.get_session(id).await?;
@@ -93,8 +105,12 @@ pub async fn events(id: &str, since: u64, follow: bool, json: bool) -> anyhow::R
         return Ok(ExitCode::SUCCESS);
     }
     let mut stream = client.subscribe(&session.id, Some(since)).await?;
-    let mut renderer = render::Renderer::new(json, &session.id);
-    while let Some(event) = stream.next().await {
+    let mut renderer = render::Renderer::transcript(json, &session.id);
+    loop {
+        let Some(event) = stream.next().await else {
+            renderer.finish();
+            return Err(connection_lost(&session.id));
+        };
         let event = event?;
         renderer.event(&event)?;
         if let EventKind::SubscriptionEnded { reason, .. } = &event.kind {
@@ -105,6 +121,38 @@ pub async fn events(id: &str, since: u64, follow: bool, json: bool) -> anyhow::R
         }
     }
     renderer.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The session's todo list as the model last wrote it (the journal's last `todo_updated`).
+pub async fn todo(id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let client = connect(true).await?;
+    let session = client.get_session(id).await?;
+    let mut todos = Vec::new();
+    if session.last_seq > 0 {
+        let mut stream = client.subscribe(&session.id, Some(0)).await?;
+        loop {
+            let Some(event) = stream.next().await else {
+                return Err(connection_lost(&session.id));
+            };
+            let event = event?;
+            match event.kind {
+                EventKind::TodoUpdated { todos: latest } => todos = latest,
+                EventKind::SubscriptionEnded { reason, .. } => {
+                    bail!("the daemon ended the event stream: {reason}")
+                }
+                _ => {}
+            }
+            if event.seq >= session.last_seq {
+                break;
+            }
+        }
+    }
+    if json {
+        print_json(&todos)?;
+    } else {
+        print!("{}", render::todo_list(&todos));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
