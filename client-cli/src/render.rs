@@ -1,6 +1,7 @@
-//! Human and JSON output. In human form the model's answer goes to stdout and everything else
-//! (tool activity, approvals, turn summaries) to stderr, so `send --wait > answer.md` captures
-//! just the answer.
+//! Human and JSON output. While a prompt is followed (`send --wait`, `run`) the model's answer
+//! goes to stdout and everything else (tool activity, approvals, turn summaries) to stderr, so
+//! `send --wait > answer.md` captures just the answer. A transcript (`events`) goes to stdout
+//! whole; only notes about the stream itself go to stderr.
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -9,24 +10,37 @@ use cwcode_protocol::event::retrying_line;
 use cwcode_protocol::{
     CacheReport, CheckpointInfo, CostReport, DaemonInfo, DoctorReport, Event, EventKind,
     GoalStatus, LandlockSupport, NamespaceSupport, ProfileInfo, RewindResult, SandboxReport,
-    SessionInfo, TodoStatus,
+    SessionInfo, SessionStatus, TodoItem, TodoStatus,
 };
 
 pub struct Renderer {
     json: bool,
     session_id: String,
+    /// Whether the whole transcript goes to stdout, not only the answer.
+    transcript: bool,
     /// Whether the last thing written to stdout ended a line.
     at_line_start: bool,
     color: bool,
 }
 
 impl Renderer {
+    /// For following a prompt: the answer on stdout, the rest on stderr.
     pub fn new(json: bool, session_id: &str) -> Self {
         Self {
             json,
             session_id: session_id.to_owned(),
+            transcript: false,
             at_line_start: true,
             color: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// For a transcript: everything on stdout.
+    pub fn transcript(json: bool, session_id: &str) -> Self {
+        Self {
+            transcript: true,
+            color: std::io::stdout().is_terminal(),
+            ..Self::new(json, session_id)
         }
     }
 
@@ -39,21 +53,41 @@ impl Renderer {
             return Ok(());
         }
         match &event.kind {
-            EventKind::AssistantDelta { text } => {
-                let mut stdout = std::io::stdout().lock();
-                stdout.write_all(text.as_bytes())?;
-                stdout.flush()?;
-                if !text.is_empty() {
-                    self.at_line_start = text.ends_with('\n');
+            EventKind::AssistantDelta { text } => self.answer(text)?,
+            EventKind::AssistantMessage { .. } => self.finish(),
+            EventKind::ReasoningDelta { text } | EventKind::ToolOutputDelta { text, .. } => {
+                let text = self.dim(text);
+                if self.transcript {
+                    self.answer(&text)?;
+                } else {
+                    eprint!("{text}");
                 }
             }
-            EventKind::AssistantMessage { .. } => self.finish(),
+            EventKind::SubscriptionEnded { reason, .. } => {
+                self.finish();
+                eprintln!("· stream ended: {reason}");
+            }
             other => {
                 if let Some(line) = self.describe(other) {
                     self.finish();
-                    eprintln!("{line}");
+                    if self.transcript {
+                        println!("{line}");
+                    } else {
+                        eprintln!("{line}");
+                    }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Streams text to stdout as it comes.
+    fn answer(&mut self, text: &str) -> anyhow::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        stdout.flush()?;
+        if !text.is_empty() {
+            self.at_line_start = text.ends_with('\n');
         }
         Ok(())
     }
@@ -82,17 +116,9 @@ impl Renderer {
             EventKind::TurnStarted { turn, prompt } => {
                 format!("› [{turn}] {}", first_line(prompt))
             }
-            EventKind::ReasoningDelta { text } => {
-                eprint!("{}", self.dim(text));
-                return None;
-            }
             EventKind::ToolCallStarted {
                 name, arguments, ..
             } => format!("▶ {name} {}", shorten(arguments, 160)),
-            EventKind::ToolOutputDelta { text, .. } => {
-                eprint!("{}", self.dim(text));
-                return None;
-            }
             EventKind::ToolCallFinished {
                 name,
                 output,
@@ -141,7 +167,6 @@ impl Renderer {
                 }
                 line
             }
-            EventKind::SubscriptionEnded { reason, .. } => format!("· stream ended: {reason}"),
             EventKind::ToolOutputSpilled {
                 path, total_bytes, ..
             } => format!("· the whole output ({total_bytes} bytes) is in {path}"),
@@ -162,17 +187,9 @@ impl Renderer {
             EventKind::StormBroken { tool, .. } => {
                 format!("· stopped: {tool} kept failing the same way")
             }
+            EventKind::TodoUpdated { todos } if todos.is_empty() => "· todo: cleared".to_owned(),
             EventKind::TodoUpdated { todos } => {
-                let mut list = "· todo:".to_owned();
-                for todo in todos {
-                    let mark = match todo.status {
-                        TodoStatus::Pending => "[ ]",
-                        TodoStatus::InProgress => "[~]",
-                        TodoStatus::Completed => "[x]",
-                    };
-                    let _ = write!(list, "\n  {mark} {}", todo.content);
-                }
-                list
+                format!("· todo:\n{}", todo_list(todos).trim_end())
             }
             EventKind::Compacted {
                 kept_messages,
@@ -215,7 +232,10 @@ impl Renderer {
             | EventKind::Unknown
             | EventKind::StatusChanged { .. }
             | EventKind::AssistantDelta { .. }
-            | EventKind::AssistantMessage { .. } => return None,
+            | EventKind::AssistantMessage { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::ToolOutputDelta { .. }
+            | EventKind::SubscriptionEnded { .. } => return None,
         })
     }
 }
@@ -246,10 +266,7 @@ pub fn session_table(sessions: &[SessionInfo]) -> String {
                 let _ = writeln!(damaged, "  {}: {reason}", session.id);
                 "DAMAGED".to_owned()
             }
-            None => serde_json::to_value(session.status)
-                .ok()
-                .and_then(|value| value.as_str().map(str::to_owned))
-                .unwrap_or_default(),
+            None => status_words(session.status).to_owned(),
         };
         let _ = writeln!(
             out,
@@ -272,6 +289,15 @@ pub fn session_table(sessions: &[SessionInfo]) -> String {
     out
 }
 
+/// A session's status in the words `ls` and `show` both use.
+pub fn status_words(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Running => "running",
+        SessionStatus::AwaitingApproval => "awaiting approval",
+    }
+}
+
 pub fn session_details(info: &SessionInfo) -> String {
     let damaged = info
         .damaged
@@ -280,18 +306,35 @@ pub fn session_details(info: &SessionInfo) -> String {
         .unwrap_or_default();
     damaged
         + &format!(
-            "id       {}\ntitle    {}\ncwd      {}\nprofile  {}\nmode     {}\nstatus   {:?}\nturns    {}\nevents   {}\ncreated  {}\nupdated  {}\n",
+            "id       {}\ntitle    {}\ncwd      {}\nprofile  {}\nmode     {}\nstatus   {}\nturns    {}\nevents   {}\ncreated  {}\nupdated  {}\n",
             info.id,
             info.title,
             info.cwd,
             info.profile,
             info.mode,
-            info.status,
+            status_words(info.status),
             info.turns,
             info.last_seq,
             info.created,
             info.updated
         )
+}
+
+/// One line per item, `[ ]` pending, `[~]` in progress, `[x]` done.
+pub fn todo_list(todos: &[TodoItem]) -> String {
+    if todos.is_empty() {
+        return "no todo list: the model writes one with its todo_write tool\n".to_owned();
+    }
+    let mut list = String::new();
+    for todo in todos {
+        let mark = match todo.status {
+            TodoStatus::Pending => "[ ]",
+            TodoStatus::InProgress => "[~]",
+            TodoStatus::Completed => "[x]",
+        };
+        let _ = writeln!(list, "  {mark} {}", todo.content);
+    }
+    list
 }
 
 pub fn profile_table(profiles: &[ProfileInfo]) -> String {

@@ -118,7 +118,7 @@ async fn a_200_mb_tool_output_leaves_a_small_journal_and_flat_memory() {
     let shown = home.cli(&["events", &id]);
     assert!(shown.status.success());
     assert!(
-        String::from_utf8_lossy(&shown.stderr).contains(&format!("is in {path}")),
+        String::from_utf8_lossy(&shown.stdout).contains(&format!("is in {path}")),
         "`events` does not name the spill file"
     );
 
