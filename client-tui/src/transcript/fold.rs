@@ -244,6 +244,17 @@ impl Transcript {
                 },
                 Tone::Warn,
             ),
+            EventKind::InstructionsChanged { sources, .. } => self.note(
+                if sources.is_empty() {
+                    "the project instructions were removed; the model is told".to_owned()
+                } else {
+                    format!(
+                        "project instructions changed ({}); the model is given the new ones",
+                        sources.join(", ")
+                    )
+                },
+                Tone::Info,
+            ),
             EventKind::Error { message } => self.note(message.clone(), Tone::Error),
             EventKind::StormBroken { tool, .. } => self.note(
                 format!("the storm-breaker stopped a loop of failing {tool} calls"),
