@@ -189,6 +189,14 @@ pub fn parse_input(text: &str) -> Input {
     })
 }
 
+/// Whether `/name` is a built-in command, under its name or another (`/clear`, `/q`).
+pub fn is_builtin(name: &str) -> bool {
+    !matches!(
+        parse_input(&format!("/{name}")),
+        Input::Command(Command::Invalid(message)) if message.starts_with("unknown command")
+    )
+}
+
 /// `/goal`'s argument. A lone `on`, `off` or `status` is the command; with more words it is a
 /// goal's text ("on mobile, the menu folds"), except that flags after `on` are the loop's.
 fn parse_goal(argument: &str) -> Command {

@@ -244,9 +244,11 @@ impl App {
             KeyCode::Enter if alt || shift => self.editor.newline(),
             KeyCode::Enter if popup => {
                 let typed = self.editor.text();
+                let typed_name = typed.trim().strip_prefix('/').unwrap_or_default();
                 let exact = commands::COMMANDS
                     .iter()
-                    .any(|spec| typed.trim() == format!("/{}", spec.name));
+                    .any(|spec| typed_name == spec.name)
+                    || self.custom.find(typed_name).is_some();
                 let selected = &candidates[self.completion_selected.min(candidates.len() - 1)];
                 if !exact {
                     self.editor.set_text(&selected.replacement);
