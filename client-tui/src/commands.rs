@@ -334,7 +334,7 @@ Keys
   PgUp / PgDn, wheel   scroll; at the bottom the view follows new output
   Ctrl+O               show or hide reasoning and long outputs in full
   Ctrl+C               clear the input; twice on an empty one quits
-  Ctrl+D               detach (on an empty input); the session keeps running
+  Ctrl+D               detach (on an empty input, or while asked to approve); the session keeps running
   Shift+drag           select text (the wheel belongs to cwcode)
 Approvals
   y                    run the call
