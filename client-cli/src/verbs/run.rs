@@ -88,7 +88,8 @@ pub async fn run(request: RunRequest, json: bool) -> anyhow::Result<ExitCode> {
                 }
                 .into());
             }
-            _ = &mut ctrl_c => {
+            // A handler that cannot be installed disables this branch.
+            Ok(()) = &mut ctrl_c => {
                 cancel_and_drain(&client, &mut stream, &mut renderer, &session.id, sent.turn).await?;
                 return Err(Outcome {
                     code: exit::INTERRUPTED,
@@ -161,7 +162,10 @@ async fn approve(client: &Client, session_id: &str, request_id: &str) -> anyhow:
     match answer {
         // Someone answered it first: their answer stands.
         Err(ClientError::Rpc { code, .. }) if code == ErrorCode::ApprovalNotFound.code() => Ok(()),
-        other => Ok(other.map(|_| ())?),
+        other => {
+            other?;
+            Ok(())
+        }
     }
 }
 
