@@ -403,3 +403,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rpc { method, params } => verbs::setup::rpc(&method, params, json).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every argument of every command says in `--help` what it is.
+    #[test]
+    fn every_argument_has_a_help_line() {
+        fn undocumented(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for argument in command.get_arguments() {
+                let builtin = ["help", "version"].contains(&argument.get_id().as_str());
+                if !builtin && argument.get_help().is_none() {
+                    missing.push(format!("{path} {}", argument.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (the command itself)", sub.get_name()));
+                }
+                undocumented(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        undocumented(&Cli::command(), "cwcode-cli", &mut missing);
+        assert!(missing.is_empty(), "no help line: {missing:#?}");
+    }
+}

@@ -11,6 +11,7 @@ use cwcode_protocol::{
 };
 
 use crate::commands::Candidate;
+use crate::custom::CustomCommands;
 use crate::daemon::Request;
 use crate::editor::Editor;
 use crate::picker::Picker;
@@ -132,6 +133,8 @@ pub struct App {
     /// The input for which the completion list was dismissed with Esc.
     completion_dismissed: Option<String>,
     pub profiles: Vec<ProfileInfo>,
+    /// The user's own slash commands, read at start.
+    pub custom: CustomCommands,
     show_profiles: bool,
     pub status: SessionStatus,
     /// When the running turn started, as seen by this client.
@@ -193,6 +196,7 @@ impl App {
             completion_selected: 0,
             completion_dismissed: None,
             profiles: Vec::new(),
+            custom: CustomCommands::default(),
             show_profiles: false,
             status: SessionStatus::Idle,
             turn_started: None,
@@ -292,7 +296,9 @@ impl App {
         if self.completion_dismissed.as_deref() == Some(text.as_str()) {
             return Vec::new();
         }
-        crate::commands::complete(&text, &self.profiles)
+        let mut candidates = crate::commands::complete(&text, &self.profiles);
+        candidates.extend(self.custom.complete(&text));
+        candidates
     }
 
     fn new_session_params(&self) -> CreateSessionParams {

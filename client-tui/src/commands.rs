@@ -189,6 +189,14 @@ pub fn parse_input(text: &str) -> Input {
     })
 }
 
+/// Whether `/name` is a built-in command, under its name or another (`/clear`, `/q`).
+pub fn is_builtin(name: &str) -> bool {
+    !matches!(
+        parse_input(&format!("/{name}")),
+        Input::Command(Command::Invalid(message)) if message.starts_with("unknown command")
+    )
+}
+
 /// `/goal`'s argument. A lone `on`, `off` or `status` is the command; with more words it is a
 /// goal's text ("on mobile, the menu folds"), except that flags after `on` are the loop's.
 fn parse_goal(argument: &str) -> Command {
@@ -326,7 +334,7 @@ Keys
   PgUp / PgDn, wheel   scroll; at the bottom the view follows new output
   Ctrl+O               show or hide reasoning and long outputs in full
   Ctrl+C               clear the input; twice on an empty one quits
-  Ctrl+D               detach (on an empty input); the session keeps running
+  Ctrl+D               detach (on an empty input, or while asked to approve); the session keeps running
   Shift+drag           select text (the wheel belongs to cwcode)
 Approvals
   y                    run the call

@@ -7,6 +7,7 @@ use cwcode_protocol::{
 };
 
 use crate::app::{App, Startup};
+use crate::custom::{CustomCommand, CustomCommands};
 use crate::daemon::Reply;
 
 pub const CWD: &str = "/home/dev/shop";
@@ -53,6 +54,33 @@ pub fn attached_app(now: Instant) -> App {
     );
     app.outbox.clear();
     app
+}
+
+/// Two custom commands, as if read from `.cwcode/commands/` and `~/.cwcode/commands/`.
+pub fn custom_commands() -> CustomCommands {
+    let command = |name: &str, text: &str, about: &str, origin| CustomCommand {
+        name: name.to_owned(),
+        text: text.to_owned(),
+        about: about.to_owned(),
+        origin,
+    };
+    CustomCommands {
+        commands: vec![
+            command(
+                "review",
+                "Review $ARGUMENTS for bugs and missing tests.",
+                "Review $ARGUMENTS for bugs and missing tests.",
+                "workspace",
+            ),
+            command(
+                "release-notes",
+                "Draft release notes from git log.",
+                "draft release notes from the log",
+                "user",
+            ),
+        ],
+        skipped: Vec::new(),
+    }
 }
 
 /// Feeds events to the app as the daemon would. Their `seq` only tells the replay from live

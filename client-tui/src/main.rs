@@ -8,6 +8,7 @@
 
 mod app;
 mod commands;
+mod custom;
 mod daemon;
 mod diff;
 mod editor;
@@ -23,6 +24,7 @@ mod transcript;
 mod ui;
 mod wrap;
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -35,6 +37,7 @@ use futures::StreamExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::app::{App, Exit, Startup};
+use crate::custom::CustomCommands;
 use crate::terminal::Tui;
 
 /// The shortest time between two frames: streamed text arrives faster than anyone reads it.
@@ -134,10 +137,15 @@ async fn run(args: Args) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     // The daemon stores workspaces canonicalised; comparing needs the same spelling.
     let cwd = cwd.canonicalize().unwrap_or(cwd).display().to_string();
-    let mut app = App::new(cwd, args.startup(), args.profile.clone(), args.mode);
+    let mut app = App::new(cwd.clone(), args.startup(), args.profile.clone(), args.mode);
+    let home = paths.home.clone();
     let mut tui = Tui::enter()
         .context("cannot set up the terminal (cwcode needs one; scripts use cwcode-cli)")?;
     let (requests, mut replies) = daemon::spawn(ConnectOptions::new(paths));
+    // Read while the daemon task connects; a few small files, but files all the same.
+    app.custom = tokio::task::spawn_blocking(move || CustomCommands::load(Path::new(&cwd), &home))
+        .await
+        .context("cannot read the custom commands")?;
 
     let mut input = EventStream::new();
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;

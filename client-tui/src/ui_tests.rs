@@ -9,7 +9,7 @@ use ratatui::backend::TestBackend;
 
 use super::*;
 use crate::daemon::Reply;
-use crate::fixtures::{CWD, attached_app, checkpoint, feed, session};
+use crate::fixtures::{CWD, attached_app, checkpoint, custom_commands, feed, session};
 
 fn screen(app: &mut App, now: Instant, width: u16, height: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -262,6 +262,16 @@ fn slash_completion() {
     type_text(&mut app, "/m", now);
     key(&mut app, KeyCode::Down, now);
     let terminal = screen(&mut app, now, 72, 8);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn custom_commands_in_the_completion_list() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    app.custom = custom_commands();
+    type_text(&mut app, "/re", now);
+    let terminal = screen(&mut app, now, 80, 8);
     insta::assert_snapshot!(terminal.backend());
 }
 

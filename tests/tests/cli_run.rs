@@ -7,7 +7,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cwcode_protocol::{ApprovalDecision, EventKind, TurnOutcome};
-use cwcode_tests::fake_provider::{FakeProvider, Reply, text, tool_calls};
+use cwcode_tests::fake_provider::{FakeProvider, Gate, Reply, hold_until, text, tool_calls};
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::{Value, json};
 
@@ -226,4 +226,90 @@ async fn wait_for_approval_returns_the_request_when_it_is_asked() {
     let timed_out = home.cli(&["wait", &id, "--for", "approval", "--timeout", "300ms"]);
     assert_eq!(timed_out.status.code(), Some(7), "{}", stderr(&timed_out));
     assert!(stderr(&timed_out).contains("still no approval request"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_run_cancels_the_turn_and_exits_130() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    let gate = Gate::new();
+    provider.reply(hold_until(text("one two three four"), 2, &gate));
+    let workspace = home.workspace.to_str().unwrap();
+    let mut child = home
+        .command("cwcode-cli")
+        .args(["run", "--cwd", workspace, "--mode", "plan", "talk"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = [0u8; 16];
+    {
+        use std::io::Read;
+        let read = child.stdout.as_mut().unwrap().read(&mut seen).unwrap();
+        assert!(read > 0, "the answer never started");
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let output = wait_with_deadline(child, Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the turn was cancelled"),
+        "{}",
+        stderr(&output)
+    );
+    let id = only_session(&home);
+    let finished = wait_for_event(&home, &id, |kind| {
+        matches!(kind, EventKind::TurnFinished { .. })
+    });
+    assert!(
+        matches!(
+            finished.kind,
+            EventKind::TurnFinished {
+                outcome: TurnOutcome::Cancelled,
+                ..
+            }
+        ),
+        "{finished:?}"
+    );
+    gate.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_goal_returns_the_status_once_the_loop_has_stopped() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    // The one cycle is held until the waiter runs: the loop is still going when it starts.
+    let gate = Gate::new();
+    provider.reply(hold_until(text("Not yet."), 2, &gate));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["goal", &id, "add", "write the docs"]);
+    home.cli_ok(&["goal", &id, "on", "--cap", "1"]);
+    let still_running = home.cli(&["wait", &id, "--for", "goal", "--timeout", "300ms"]);
+    assert_eq!(
+        still_running.status.code(),
+        Some(7),
+        "{}",
+        stderr(&still_running)
+    );
+    let waiter = home
+        .command("cwcode-cli")
+        .args(["wait", &id, "--for", "goal", "--json", "--timeout", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    gate.open();
+    let output = wait_with_deadline(waiter, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let status: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(status["running"], false, "{status}");
+    assert_eq!(status["left"], 1, "{status}");
+    assert!(
+        home.journal(&id)
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::GoalLoopStopped { .. })),
+        "`wait` returned before the loop stopped"
+    );
 }

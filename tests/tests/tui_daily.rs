@@ -253,3 +253,37 @@ async fn a_daemon_that_died_is_started_again_and_one_stopped_on_purpose_is_not()
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_command_file_is_the_prompt_with_its_arguments_in_place() {
+    let cwcode = tui_bin();
+    let cwcode = cwcode.to_str().unwrap();
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    let commands = home.workspace.join(".cwcode/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("review.md"),
+        "Review $ARGUMENTS for bugs and missing tests.\n",
+    )
+    .unwrap();
+    provider.reply(text("Reviewed."));
+
+    let tmux = Tmux::start(&home);
+    tmux.type_line(cwcode);
+    tmux.wait_for(&["● connected", " CODE "]).await;
+    tmux.run(&["send-keys", "-t", WINDOW, "-l", "/rev"]);
+    tmux.wait_for(&["/review ARGS", "Review $ARGUMENTS for bugs"])
+        .await;
+    tmux.keys(&["Tab"]);
+    tmux.type_line("src/cart.rs");
+    tmux.wait_for(&["Reviewed.", "✓ turn 1 completed"]).await;
+    let requests = provider.requests();
+    let sent = requests.last().unwrap()["messages"].to_string();
+    assert!(
+        sent.contains("Review src/cart.rs for bugs and missing tests."),
+        "{sent}"
+    );
+    assert!(!sent.contains("$ARGUMENTS"), "{sent}");
+}

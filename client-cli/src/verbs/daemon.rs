@@ -44,7 +44,11 @@ pub async fn status(json: bool) -> anyhow::Result<ExitCode> {
 pub async fn stop(json: bool) -> anyhow::Result<ExitCode> {
     let paths = Paths::from_env()?;
     let Ok(client) = connect(false).await else {
-        println!("cwcoded is not running");
+        if json {
+            print_json(&serde_json::json!({ "stopped": true, "wasRunning": false }))?;
+        } else {
+            println!("cwcoded is not running");
+        }
         return Ok(ExitCode::SUCCESS);
     };
     // The daemon may close the connection before its answer arrives: it is stopping

@@ -69,31 +69,21 @@ pub async fn run(request: RunRequest, json: bool) -> anyhow::Result<ExitCode> {
         let event = tokio::select! {
             event = stream.next() => event,
             () = until(deadline) => {
-                let waiting = pending
-                    .iter()
-                    .min_by_key(|waiting| waiting.deadline)
-                    .map(|waiting| format!("{} ({})", waiting.request_id, waiting.tool))
-                    .unwrap_or_default();
-                cancel_and_drain(&client, &mut stream, &mut renderer, &session.id, sent.turn).await?;
-                return Err(Outcome {
-                    code: exit::TIMED_OUT,
-                    name: "approval_timeout",
-                    message: format!(
-                        "approval {waiting} had no answer within {}: the turn was cancelled; \
-                         allow such calls with --allow, or give more time with --timeout \
-                         (session {} stays)",
-                        humanize(request.timeout),
-                        session.id
-                    ),
-                }
-                .into());
+                cancel_and_drain(&client, &mut stream, &mut renderer, &session.id, sent.turn)
+                    .await?;
+                return Err(approval_timed_out(&pending, request.timeout, &session.id));
             }
-            _ = &mut ctrl_c => {
-                cancel_and_drain(&client, &mut stream, &mut renderer, &session.id, sent.turn).await?;
+            // A handler that cannot be installed disables this branch.
+            Ok(()) = &mut ctrl_c => {
+                cancel_and_drain(&client, &mut stream, &mut renderer, &session.id, sent.turn)
+                    .await?;
                 return Err(Outcome {
                     code: exit::INTERRUPTED,
                     name: "interrupted",
-                    message: format!("interrupted: the turn was cancelled (session {} stays)", session.id),
+                    message: format!(
+                        "interrupted: the turn was cancelled (session {} stays)",
+                        session.id
+                    ),
                 }
                 .into());
             }
@@ -149,6 +139,24 @@ pub async fn run(request: RunRequest, json: bool) -> anyhow::Result<ExitCode> {
     }
 }
 
+fn approval_timed_out(pending: &[Pending], timeout: Duration, session_id: &str) -> anyhow::Error {
+    let waiting = pending
+        .iter()
+        .min_by_key(|waiting| waiting.deadline)
+        .map(|waiting| format!("{} ({})", waiting.request_id, waiting.tool))
+        .unwrap_or_default();
+    Outcome {
+        code: exit::TIMED_OUT,
+        name: "approval_timeout",
+        message: format!(
+            "approval {waiting} had no answer within {}: the turn was cancelled; allow such \
+             calls with --allow, or give more time with --timeout (session {session_id} stays)",
+            humanize(timeout)
+        ),
+    }
+    .into()
+}
+
 async fn approve(client: &Client, session_id: &str, request_id: &str) -> anyhow::Result<()> {
     let answer = client
         .respond_approval(&ApprovalRespondParams {
@@ -161,7 +169,10 @@ async fn approve(client: &Client, session_id: &str, request_id: &str) -> anyhow:
     match answer {
         // Someone answered it first: their answer stands.
         Err(ClientError::Rpc { code, .. }) if code == ErrorCode::ApprovalNotFound.code() => Ok(()),
-        other => Ok(other.map(|_| ())?),
+        other => {
+            other?;
+            Ok(())
+        }
     }
 }
 

@@ -46,7 +46,8 @@ async fn send_and_wait(
     loop {
         let event = tokio::select! {
             event = stream.next() => event,
-            _ = &mut ctrl_c => {
+            // A handler that cannot be installed disables this branch.
+            Ok(()) = &mut ctrl_c => {
                 renderer.finish();
                 return Err(Outcome {
                     code: exit::INTERRUPTED,

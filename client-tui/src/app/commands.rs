@@ -13,27 +13,14 @@ pub(super) const CANCELLING: &str = "cancelling the turn…";
 impl App {
     pub(super) fn submit(&mut self) {
         let text = self.editor.text();
+        if let Some((command, arguments)) = self.custom.invocation(&text) {
+            let prompt = command.prompt(arguments);
+            self.send(prompt, &text);
+            return;
+        }
         match slash::parse_input(&text) {
             Input::Empty => {}
-            Input::Prompt(prompt) => {
-                let Some(session_id) = self.session_id() else {
-                    return;
-                };
-                if self.connection != Connection::Connected {
-                    self.hint_until(
-                        "not connected to cwcoded: the prompt is kept",
-                        HintEnd::Reconnected,
-                    );
-                    return;
-                }
-                self.editor.take();
-                self.editor.remember(&prompt);
-                self.scroll = None;
-                self.outbox.push(Request::Send {
-                    session_id,
-                    text: prompt,
-                });
-            }
+            Input::Prompt(prompt) => self.send(prompt.clone(), &prompt),
             Input::Command(command) => {
                 self.editor.take();
                 self.command(command);
@@ -135,6 +122,7 @@ impl App {
                     text.push_str(&format!("\n  {:<20} {}", usage.trim_end(), spec.about));
                 }
                 text.push_str("\n  //text               send a prompt that starts with /");
+                text.push_str(&self.custom.help());
                 self.note(text, Tone::Info);
             }
             Command::Invalid(message) => self.note(message, Tone::Error),
@@ -167,6 +155,28 @@ impl App {
         }
         text.push_str("\n/model NAME switches this session to that profile from its next request.");
         self.note(text, Tone::Info);
+    }
+
+    /// Sends `prompt`, typed as `typed` (what the input's history keeps); while the daemon is
+    /// away the input keeps it.
+    fn send(&mut self, prompt: String, typed: &str) {
+        let Some(session_id) = self.session_id() else {
+            return;
+        };
+        if self.connection != Connection::Connected {
+            self.hint_until(
+                "not connected to cwcoded: the prompt is kept",
+                HintEnd::Reconnected,
+            );
+            return;
+        }
+        self.editor.take();
+        self.editor.remember(typed);
+        self.scroll = None;
+        self.outbox.push(Request::Send {
+            session_id,
+            text: prompt,
+        });
     }
 
     /// Leaves the interface; the session keeps running in the daemon.

@@ -7,9 +7,11 @@ use crossterm::event::KeyCode;
 use cwcode_protocol::{EventKind, SessionStatus, TurnOutcome, Usage};
 
 use super::Exit;
-use super::tests::{approval_requested, ctrl, press, rewind_result, type_text};
+use super::tests::{
+    approval_requested, ctrl, press, rewind_result, run_command, transcript_text, type_text,
+};
 use crate::daemon::{Reply, Request};
-use crate::fixtures::{attached_app, checkpoint, feed};
+use crate::fixtures::{attached_app, checkpoint, custom_commands, feed};
 
 #[test]
 fn ctrl_d_detaches_while_an_approval_waits_but_not_over_a_half_typed_reason() {
@@ -127,10 +129,76 @@ fn a_daemon_this_window_restarted_is_said_so() {
         now,
     );
     app.on_reply(Reply::Reconnected { restarted: true }, now);
-    let text = super::tests::transcript_text(&mut app);
+    let text = transcript_text(&mut app);
     assert!(
         text.contains("cwcoded had stopped unexpectedly: this window started it again"),
         "{text}"
     );
     assert!(text.contains("reconnected to cwcoded"), "{text}");
+}
+
+fn sent(app: &super::App) -> Vec<String> {
+    app.outbox
+        .iter()
+        .filter_map(|request| match request {
+            Request::Send { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_custom_command_sends_its_file_with_the_arguments_in_place() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    app.custom = custom_commands();
+    run_command(&mut app, "/review src/cart.rs", now);
+    assert_eq!(
+        sent(&app),
+        ["Review src/cart.rs for bugs and missing tests."]
+    );
+    // The history keeps what was typed, to be run again with other arguments.
+    press(&mut app, KeyCode::Up, now);
+    assert_eq!(app.editor.text(), "/review src/cart.rs");
+    app.editor.take();
+    app.outbox.clear();
+    // Completed from its first letters: one taking arguments waits for them, one without runs.
+    type_text(&mut app, "/rel", now);
+    press(&mut app, KeyCode::Enter, now);
+    assert_eq!(sent(&app), ["Draft release notes from git log."]);
+    app.outbox.clear();
+    type_text(&mut app, "/rev", now);
+    press(&mut app, KeyCode::Enter, now);
+    assert!(app.outbox.is_empty(), "{:?}", app.outbox);
+    assert_eq!(app.editor.text(), "/review ");
+}
+
+#[test]
+fn help_lists_the_custom_commands_and_what_was_skipped() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    app.custom = custom_commands();
+    app.custom.skipped.push(
+        "/work/.cwcode/commands/help.md: /help is a built-in command; rename the file".to_owned(),
+    );
+    run_command(&mut app, "/help", now);
+    let text = transcript_text(&mut app);
+    assert!(
+        text.contains("Custom commands (.cwcode/commands/NAME.md here"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "/review ARGS         Review $ARGUMENTS for bugs and missing tests. (workspace)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("/release-notes       draft release notes from the log (user)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skipped /work/.cwcode/commands/help.md"),
+        "{text}"
+    );
 }

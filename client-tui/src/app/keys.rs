@@ -68,7 +68,7 @@ impl App {
             KeyCode::End if ctrl => self.scroll = None,
             KeyCode::Home if ctrl => self.scroll = Some(0),
             KeyCode::Char('o') if ctrl => self.expanded = !self.expanded,
-            // The input is hidden behind these, so nothing would be lost: leave at once (an
+            // Behind these the input takes no keys, so Ctrl+D edits nothing there: it leaves (an
             // approval keeps waiting in the daemon for whoever attaches next).
             KeyCode::Char('d') if ctrl && self.input_hidden() => self.detach(),
             _ if self.approval().is_some() => self.approval_key(key),
@@ -244,9 +244,11 @@ impl App {
             KeyCode::Enter if alt || shift => self.editor.newline(),
             KeyCode::Enter if popup => {
                 let typed = self.editor.text();
+                let typed_name = typed.trim().strip_prefix('/').unwrap_or_default();
                 let exact = commands::COMMANDS
                     .iter()
-                    .any(|spec| typed.trim() == format!("/{}", spec.name));
+                    .any(|spec| typed_name == spec.name)
+                    || self.custom.find(typed_name).is_some();
                 let selected = &candidates[self.completion_selected.min(candidates.len() - 1)];
                 if !exact {
                     self.editor.set_text(&selected.replacement);
