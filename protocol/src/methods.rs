@@ -127,6 +127,8 @@ api_table! {
         SessionUndoRewind, SESSION_UNDO_REWIND = "session/undoRewind": SessionRef => RewindResult;
         SessionCompact, SESSION_COMPACT = "session/compact": SessionRef => CompactResult;
         SessionCost, SESSION_COST = "session/cost": SessionRef => CostReport;
+        /// The journal from a `seq`, a page at a time: what a script reads over plain HTTP.
+        SessionEvents, SESSION_EVENTS = "session/events": EventsParams => EventPage;
         ApprovalRespond, APPROVAL_RESPOND = "approval/respond": ApprovalRespondParams => Acknowledged;
         GoalAdd, GOAL_ADD = "goal/add": GoalAddParams => crate::types::GoalStatus;
         GoalStart, GOAL_START = "goal/start": GoalStartParams => crate::types::GoalStatus;

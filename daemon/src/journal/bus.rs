@@ -19,6 +19,7 @@ use cwcode_protocol::{Event, EventKind};
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
+use super::replay::ReplayReader;
 use super::{Journal, JournalError};
 
 /// How many events a subscriber may fall behind before it is dropped (it is told so, and the
@@ -155,6 +156,32 @@ impl EventLog {
     pub fn read_all(&self) -> Result<Vec<Event>, JournalError> {
         let last_seq = self.last_seq();
         Journal::read_range(&self.inner.path, 0, last_seq)
+    }
+
+    /// Up to `limit` events after `since`, read from disk, and whether more follow them.
+    /// Blocking: call it off the async workers.
+    pub fn page(&self, since: u64, limit: usize) -> Result<(Vec<Event>, bool), JournalError> {
+        let until = self.last_seq();
+        let mut reader = ReplayReader::open(&self.inner.path, since, until)?;
+        let mut events = Vec::new();
+        while events.len() < limit {
+            let batch = reader.next_batch()?;
+            if batch.is_empty() {
+                break;
+            }
+            for raw in batch {
+                match serde_json::from_str::<Event>(raw.json.get()) {
+                    Ok(event) => events.push(event),
+                    // Loading the session reported it; a page goes on past it.
+                    Err(error) => {
+                        tracing::warn!(seq = raw.seq, %error, "skipping an unreadable event in a page")
+                    }
+                }
+            }
+        }
+        events.truncate(limit);
+        let last = events.last().map_or(since, |event| event.seq);
+        Ok((events, last < until))
     }
 
     /// Continues live after the journal's current end, replaying events after `since` first

@@ -24,6 +24,8 @@ use tower::ServiceExt;
 
 use cwcode_protocol::methods;
 
+use super::plain_http;
+
 /// Connections served at once: far more than one user's clients (every attached terminal,
 /// follower and script holds one), few enough for the file descriptors and memory they cost.
 const MAX_CONNECTIONS: usize = 512;
@@ -320,7 +322,7 @@ where
 /// One request: its body bounded in time, passed to jsonrpsee, and the answer replaced by a
 /// clear one when the body came too slowly.
 async fn answer<S>(
-    request: hyper::Request<hyper::body::Incoming>,
+    mut request: hyper::Request<hyper::body::Incoming>,
     service: S,
     health_only: bool,
 ) -> Result<HttpResponse, BoxError>
@@ -334,6 +336,9 @@ where
             http::StatusCode::SERVICE_UNAVAILABLE,
             "cwcoded is serving all the connections it can; close idle clients or retry soon\n",
         ));
+    }
+    if let Some(response) = plain_http::prepare(&mut request) {
+        return Ok(response);
     }
     let expired = Arc::new(AtomicBool::new(false));
     let malformed = Arc::new(AtomicBool::new(false));

@@ -7,6 +7,7 @@ pub mod activation;
 pub mod lifecycle;
 mod limits;
 mod peer;
+mod plain_http;
 pub mod rpc;
 
 use std::os::unix::fs::PermissionsExt;
@@ -16,6 +17,7 @@ use std::time::Instant;
 use cwcode_protocol::methods;
 use cwcode_protocol::paths::Paths;
 use jsonrpsee::server::middleware::http::ProxyGetRequestLayer;
+use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{Server, stop_channel};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
@@ -27,6 +29,7 @@ use crate::tools::Registry;
 use crate::util::now_rfc3339;
 
 use lifecycle::{Instance, StartError};
+use plain_http::SubscriptionsNeedWebSocket;
 use rpc::Daemon;
 
 /// How long the accept loop pauses after a failed accept.
@@ -108,6 +111,7 @@ pub async fn run(
     let service_builder = Server::builder()
         .set_config(limits.server_config())
         .set_http_middleware(tower::ServiceBuilder::new().layer(health))
+        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(SubscriptionsNeedWebSocket))
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
     let own_uid = rustix::process::getuid().as_raw();

@@ -48,7 +48,8 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         | SessionError::Write(_)
         | SessionError::Io { .. }
         | SessionError::File { .. }
-        | SessionError::Encode(_) => ErrorCode::Storage,
+        | SessionError::Encode(_)
+        | SessionError::ReadTask(_) => ErrorCode::Storage,
     };
     ErrorObjectOwned::owned(code.code(), error.to_string(), None::<()>)
 }
@@ -172,6 +173,15 @@ pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodEr
     api.serve(methods::SessionCache, |daemon, params| async move {
         session(&daemon, &params.session_id)?
             .cache_report()
+            .map_err(rpc_error)
+    })?;
+    api.serve(methods::SessionEvents, |daemon, params| async move {
+        let limit = params
+            .limit
+            .map_or(DEFAULT_PAGE, |limit| limit.clamp(1, MAX_PAGE));
+        session(&daemon, &params.session_id)?
+            .events(params.since, limit as usize)
+            .await
             .map_err(rpc_error)
     })?;
     api.serve(methods::SessionCost, |daemon, params| async move {
@@ -366,6 +376,10 @@ async fn subscribe(
         }
     }
 }
+
+/// Events in a `session/events` page when the client names no limit, and the most it may name.
+const DEFAULT_PAGE: u32 = 200;
+const MAX_PAGE: u32 = 1000;
 
 /// How long one event may wait for room in a client's connection before the client is dropped.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);

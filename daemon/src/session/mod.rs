@@ -19,8 +19,8 @@ use std::time::Duration;
 use cwcode_protocol::paths::Paths;
 use cwcode_protocol::{
     ApprovalDecision, CacheReport, CheckpointInfo, CostReport, CreateSessionParams, EventKind,
-    Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionProblem, SessionStatus,
-    TodoItem,
+    EventPage, Mode, PriceTable, RewindResult, SendResult, SessionInfo, SessionProblem,
+    SessionStatus, TodoItem,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -91,6 +91,8 @@ pub enum SessionError {
     Approval(#[from] ApprovalNotFound),
     #[error("the daemon is shutting down: retry once it has restarted")]
     ShuttingDown,
+    #[error("the journal could not be read: {0}")]
+    ReadTask(#[source] tokio::task::JoinError),
     #[error("a turn is running or queued: cancel it (`cwcode-cli cancel`) or wait, then retry")]
     Busy,
     #[error(transparent)]
@@ -395,6 +397,20 @@ impl Session {
 
     pub fn subscribe(&self, since: Option<u64>) -> Result<Subscription, SessionError> {
         Ok(self.log.subscribe(since)?)
+    }
+
+    /// A page of the journal after `since`, read from disk off the async workers.
+    pub async fn events(&self, since: u64, limit: usize) -> Result<EventPage, SessionError> {
+        let log = Arc::clone(&self.log);
+        let (events, more) = tokio::task::spawn_blocking(move || log.page(since, limit))
+            .await
+            .map_err(SessionError::ReadTask)??;
+        let next_since = events.last().map_or(since, |event| event.seq);
+        Ok(EventPage {
+            events,
+            next_since,
+            more,
+        })
     }
 
     pub fn respond(
