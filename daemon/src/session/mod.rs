@@ -2,6 +2,7 @@
 //! a prompt queue, and one runner task that executes turns one at a time.
 
 pub mod accounting;
+pub mod approvals;
 pub mod goal_loop;
 mod load;
 #[cfg(test)]
@@ -27,7 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent;
-use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
+use crate::agent::approvals::Answer;
 use crate::goals::LoopState;
 use crate::provider::ConfigError;
 use crate::provider::pool::Pool;
@@ -42,10 +43,8 @@ use crate::agent::history::Conversation;
 use crate::journal::JournalError;
 use crate::journal::bus::{EventLog, Subscription};
 use crate::util::now_rfc3339;
-use load::{
-    approvals_from_journal, default_title, last_todos, next_turn, pending_prompts,
-    write_new_session,
-};
+use approvals::{ApprovalNotFound, Approvals};
+use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
 use recovery::{OpenTurn, close_turn, put_files_back};
 
 const INFO_FILE: &str = "session.json";
@@ -603,7 +602,7 @@ impl Sessions {
             pending: pending_prompts(&events),
             next_turn: next_turn(&events),
             todos: last_todos(&events),
-            approvals: approvals_from_journal(&events),
+            approvals: Approvals::from_journal(&events),
             log,
             conversation,
             unclosed,
