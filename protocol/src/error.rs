@@ -1,25 +1,56 @@
 //! Application error codes, in the JSON-RPC server-error range. Standard JSON-RPC codes
 //! (-32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid params)
-//! are produced by the transport itself.
+//! are produced by the transport itself. Each code is defined once below, with what it means;
+//! the API schema lists them from here.
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[repr(i32)]
-pub enum ErrorCode {
-    SessionNotFound = -32001,
-    SessionBusy = -32002,
-    // -32003 and -32004 (invalid mode, stale hashes) are retired, not reused: an unknown mode is
-    // an invalid-params error naming the modes, and stale hashes are a tool result the model
-    // acts on, never an API error.
-    ApprovalNotFound = -32005,
-    ProfileNotFound = -32006,
-    InvalidWorkspace = -32007,
-    Checkpoint = -32008,
-    Goals = -32009,
-    Storage = -32010,
-    ShuttingDown = -32011,
-    Internal = -32099,
+macro_rules! error_codes {
+    ($($name:ident = $code:literal => $meaning:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[repr(i32)]
+        pub enum ErrorCode {
+            $(#[doc = $meaning] $name = $code,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order defined.
+            pub const ALL: &[ErrorCode] = &[$(Self::$name),*];
+
+            /// The code's name, as the schema lists it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$name => stringify!($name),)*
+                }
+            }
+
+            /// What an error with this code means, for the schema and a client's docs.
+            pub const fn meaning(self) -> &'static str {
+                match self {
+                    $(Self::$name => $meaning,)*
+                }
+            }
+        }
+    };
+}
+
+// -32003 and -32004 (invalid mode, stale hashes) are retired, not reused: an unknown mode is an
+// invalid-params error naming the modes, and stale hashes are a tool result the model acts on,
+// never an API error.
+error_codes! {
+    SessionNotFound = -32001 => "No session has this id, or a prefix matches several.",
+    SessionBusy = -32002 => "A turn is running or queued: cancel it or wait, then retry.",
+    ApprovalNotFound = -32005 => "No approval request with this id waits: it was answered, or its turn ended.",
+    ProfileNotFound = -32006 => "No provider profile has this name; the message lists the known ones.",
+    InvalidWorkspace = -32007 => "The workspace directory does not exist or cannot be used.",
+    Checkpoint = -32008 => "The checkpoint store cannot save or restore (a rewind, its undo, a checkpoint).",
+    Goals = -32009 => "goals.md or the goal loop's state cannot be read, written or used as asked.",
+    Storage = -32010 => "The daemon cannot read or write its own files (a full disk, permissions, a damaged session).",
+    ShuttingDown = -32011 => "The daemon is shutting down: retry once it has restarted.",
+    ConfigInvalid = -32012 => "config.json cannot be used as written: the message names the line or the field.",
+    InvalidKey = -32013 => "An API key that could never be sent (empty, or holding a line break or a control character).",
+    NoDefaultProfile = -32014 => "No profile was named and none is the default: the message says how to choose one.",
+    Internal = -32099 => "A failure of the daemon itself; the daemon log has the details.",
 }
 
 impl ErrorCode {
@@ -28,19 +59,27 @@ impl ErrorCode {
     }
 
     pub fn from_code(code: i32) -> Option<Self> {
-        [
-            Self::SessionNotFound,
-            Self::SessionBusy,
-            Self::ApprovalNotFound,
-            Self::ProfileNotFound,
-            Self::InvalidWorkspace,
-            Self::Checkpoint,
-            Self::Goals,
-            Self::Storage,
-            Self::ShuttingDown,
-            Self::Internal,
-        ]
-        .into_iter()
-        .find(|candidate| candidate.code() == code)
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|candidate| candidate.code() == code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_its_own_and_reads_back() {
+        let mut codes: Vec<i32> = ErrorCode::ALL.iter().map(|code| code.code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), ErrorCode::ALL.len());
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
+            assert!(!code.meaning().is_empty(), "{}", code.name());
+        }
+        assert_eq!(ErrorCode::from_code(-32003), None);
     }
 }

@@ -4,6 +4,7 @@
 use schemars::{JsonSchema, schema_for};
 use serde_json::{Map, Value, json};
 
+use crate::ErrorCode;
 use crate::methods::{self, Method, Subscription, Visitor};
 
 fn schema<T: JsonSchema>() -> Value {
@@ -32,13 +33,18 @@ impl Visitor for Entries {
 }
 
 /// Every method's params and result, and the event shape that subscriptions carry: one entry
-/// per line of the API table in [`crate::methods`].
+/// per line of the API table in [`crate::methods`]; and the application error codes.
 pub fn api_schema() -> Value {
     let mut entries = Entries::default();
     methods::visit(&mut entries);
+    let errors: Vec<Value> = ErrorCode::ALL
+        .iter()
+        .map(|code| json!({ "code": code.code(), "name": code.name(), "meaning": code.meaning() }))
+        .collect();
     json!({
         "title": "cwcode daemon API (JSON-RPC 2.0 over HTTP and WebSocket on a Unix socket)",
         "methods": entries.0,
+        "errors": errors,
     })
 }
 
@@ -86,6 +92,24 @@ mod tests {
         let subscribe = &schema["methods"][methods::SESSION_SUBSCRIBE];
         assert_eq!(subscribe["unsubscribe"], methods::SESSION_UNSUBSCRIBE);
         assert_eq!(subscribe["notification"], methods::SESSION_EVENT);
+    }
+
+    /// Every application error code is listed once, with its meaning.
+    #[test]
+    fn the_schema_lists_every_error_code() {
+        let schema = api_schema();
+        let listed: Vec<i64> = schema["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|error| error["code"].as_i64().unwrap())
+            .collect();
+        let defined: Vec<i64> = ErrorCode::ALL
+            .iter()
+            .map(|code| i64::from(code.code()))
+            .collect();
+        assert_eq!(listed, defined);
+        assert_eq!(schema["errors"][0]["name"], "SessionNotFound");
     }
 
     /// Every result is a typed struct (or a list of them): the schema names its properties.

@@ -30,7 +30,7 @@ use crate::provider::{
 use crate::store::{SharedStore, SharedStoreError, Snapshot};
 use crate::tools::{Registry, ToolContext};
 
-use approvals::{Answer, Approvals};
+use approvals::{Answer, ApprovalGate};
 use instructions::InstructionFiles;
 use storm::{Progress, StormBreaker};
 use tool_output::ToolOutputRecorder;
@@ -53,7 +53,8 @@ pub struct TurnEnv {
     /// The model answering this turn: the session's provider.
     pub provider: Arc<dyn Model>,
     pub mode: tokio::sync::watch::Receiver<Mode>,
-    pub approvals: Arc<Approvals>,
+    /// Where mutating calls ask in `code` mode: the session's approvals.
+    pub approvals: Arc<dyn ApprovalGate>,
     /// The tool context of this turn; its `cancel` token is the turn's.
     pub tools: ToolContext,
     /// Fired when the daemon shuts down: the turn ends as interrupted rather than cancelled.

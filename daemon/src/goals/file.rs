@@ -2,11 +2,12 @@
 //! with its ordinary tools to check a box. Each task-list item (`- [ ] text`, `- [x] text`) is a
 //! goal; every other line is the user's and is never touched.
 
-use std::fs::Permissions;
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+
+use crate::store::{AtomicFile, Durability, FileMode};
 
 /// Written above the first goal when `append` creates the file; an HTML comment, so it does not
 /// show when the Markdown is rendered.
@@ -190,42 +191,39 @@ fn append_with(path: &Path, text: &str, mut meanwhile: impl FnMut()) -> Result<(
         let before = read_bytes(&target)?;
         let after = with_goal(before.as_deref(), &goal);
         let mode = match &before {
-            Some(_) => std::fs::metadata(&target)
-                .map_err(|source| GoalsError::Read {
-                    path: target.clone(),
-                    source,
-                })?
-                .permissions(),
-            // What an editor would create: 0644 under the usual umask, which applies here.
-            None => Permissions::from_mode(0o666),
+            Some(_) => FileMode::Exactly(
+                std::fs::metadata(&target)
+                    .map_err(|source| GoalsError::Read {
+                        path: target.clone(),
+                        source,
+                    })?
+                    .permissions()
+                    .mode()
+                    & 0o7777,
+            ),
+            // What an editor would create: 0644 under the usual umask.
+            None => FileMode::FromUmask,
         };
         let dir = target.parent().unwrap_or_else(|| Path::new("."));
-        let mut temp = tempfile::Builder::new()
-            .prefix(".goals-")
-            .permissions(mode.clone())
-            .tempfile_in(dir)
-            .map_err(write_error)?;
-        if before.is_some() {
-            // The builder's mode went through the umask; an existing file keeps its own exactly.
-            temp.as_file().set_permissions(mode).map_err(write_error)?;
-        }
+        let mut temp =
+            AtomicFile::new_in(dir, ".goals-", mode).map_err(|error| write_error(error.source))?;
         temp.write_all(&after).map_err(write_error)?;
-        temp.as_file().sync_data().map_err(write_error)?;
+        // Synced before the last read, so that the gap a hand edit could still slip into is
+        // the rename alone, not an fsync.
+        temp.as_file_mut().sync_all().map_err(write_error)?;
         meanwhile();
         if read_bytes(&target)? != before {
             continue;
         }
-        let persisted = match before {
-            Some(_) => temp.persist(&target),
+        let committed = match before {
+            Some(_) => temp.commit(&target, Durability::Synced),
             // Never replace a file someone created since we looked.
-            None => temp.persist_noclobber(&target),
+            None => temp.commit_new(&target, Durability::Synced),
         };
-        match persisted {
-            // The goals file is the user's own (its mode kept, never clobbered when new), so it
-            // cannot go through `store::atomic_write`; it gets the same directory sync.
-            Ok(_) => return crate::store::sync_dir(dir).map_err(write_error),
-            Err(error) if error.error.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(write_error(error.error)),
+        match committed {
+            Ok(()) => return Ok(()),
+            Err(error) if error.source.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(write_error(error.source)),
         }
     }
     Err(GoalsError::KeptChanging { path: target })
@@ -399,7 +397,7 @@ Some notes the user keeps here.
         let mut original = HAND_WRITTEN.as_bytes().to_vec();
         original.extend_from_slice(b"trailing line without newline \xff\xfe");
         std::fs::write(&path, &original).unwrap();
-        std::fs::set_permissions(&path, Permissions::from_mode(0o640)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
 
         append(&path, "- [ ] typed with its box").unwrap();
         let bytes = std::fs::read(&path).unwrap();

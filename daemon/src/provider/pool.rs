@@ -20,6 +20,14 @@ use super::{Config, ConfigError, Provider};
 /// Editors save in several steps (truncate, write, rename); the file is read once they are done.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 
+/// No profile was named and none is the default.
+#[derive(Debug, thiserror::Error)]
+#[error("{fix}")]
+pub struct NoDefaultProfile {
+    /// What a first run has to set, naming the variables and the command.
+    fix: String,
+}
+
 pub struct Pool {
     shared: Arc<Shared>,
     /// Dropping it ends the watching thread.
@@ -82,12 +90,14 @@ impl Pool {
 
     /// The profile a new session gets when it names none; without one, the error tells a first
     /// run exactly what to set.
-    pub fn default_profile(&self) -> Result<String, String> {
+    pub fn default_profile(&self) -> Result<String, NoDefaultProfile> {
         let config = self.config();
         config
             .default_profile_name()
             .map(str::to_owned)
-            .ok_or_else(|| config.first_run_message(&self.shared.config_path))
+            .ok_or_else(|| NoDefaultProfile {
+                fix: config.first_run_message(&self.shared.config_path),
+            })
     }
 
     /// Checks that a profile exists, for a clear error at session creation.
@@ -382,7 +392,7 @@ mod tests {
         let pool = Pool::load(dir.path().join("config.json")).unwrap();
         // The test's environment may hold real keys; only an empty one has no default.
         if pool.config().default_profile_name().is_none() {
-            let error = pool.default_profile().unwrap_err();
+            let error = pool.default_profile().unwrap_err().to_string();
             assert!(
                 error.contains("cwcode-cli config set-key") && error.contains("DEEPSEEK_API_KEY"),
                 "{error}"

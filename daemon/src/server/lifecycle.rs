@@ -2,12 +2,13 @@
 //! socket file that is cleaned up on exit and recovered when a crashed daemon left it behind.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use cwcode_protocol::paths::Paths;
 use rustix::fs::{FlockOperation, flock};
+
+use crate::store::{Durability, atomic_write};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -73,8 +74,13 @@ impl Instance {
             }
         }
         let pid_file = paths.pid_file();
-        let mut file = File::create(&pid_file).map_err(io_error(&pid_file))?;
-        writeln!(file, "{}", std::process::id()).map_err(io_error(&pid_file))?;
+        // Unsynced: after a power cut no daemon runs, and the lock, not this file, says so.
+        atomic_write(
+            &pid_file,
+            format!("{}\n", std::process::id()).as_bytes(),
+            Durability::Unsynced,
+        )
+        .map_err(|error| io_error(&pid_file)(error.source))?;
         Ok(Self {
             _lock: lock,
             pid_file,

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::journal::bus::Replay;
 use crate::journal::replay::ReplayReader;
+use crate::provider::ConfigError;
 use crate::session::{Session, SessionError, Sessions, Shared};
 
 /// The state every method sees.
@@ -34,11 +35,22 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
 }
 
+/// Each way `config.json` or a profile can be wrong has its own code.
+fn config_error_code(error: &ConfigError) -> ErrorCode {
+    match error {
+        ConfigError::UnknownProfile { .. } => ErrorCode::ProfileNotFound,
+        ConfigError::InvalidKey { .. } => ErrorCode::InvalidKey,
+        ConfigError::Parse { .. } | ConfigError::Invalid { .. } => ErrorCode::ConfigInvalid,
+        ConfigError::Read { .. } | ConfigError::Write { .. } => ErrorCode::Storage,
+    }
+}
+
 fn rpc_error(error: SessionError) -> ErrorObjectOwned {
     let code = match &error {
         SessionError::NotFound(_) | SessionError::Ambiguous { .. } => ErrorCode::SessionNotFound,
         SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
-        SessionError::Profile(_) | SessionError::NoDefaultProfile(_) => ErrorCode::ProfileNotFound,
+        SessionError::Profile(error) => config_error_code(error),
+        SessionError::NoDefaultProfile(_) => ErrorCode::NoDefaultProfile,
         SessionError::Approval(_) => ErrorCode::ApprovalNotFound,
         SessionError::ShuttingDown => ErrorCode::ShuttingDown,
         SessionError::Busy => ErrorCode::SessionBusy,
@@ -46,7 +58,10 @@ fn rpc_error(error: SessionError) -> ErrorObjectOwned {
         SessionError::Goals(_) => ErrorCode::Goals,
         SessionError::Journal(_)
         | SessionError::Write(_)
-        | SessionError::Io { .. }
+        | SessionError::PromptNotJournalled(_)
+        | SessionError::RewindNotJournalled { .. }
+        | SessionError::RewindNotJournalledNorUndone { .. }
+        | SessionError::Damaged { .. }
         | SessionError::File { .. }
         | SessionError::Encode(_)
         | SessionError::ReadTask(_) => ErrorCode::Storage,
@@ -197,7 +212,7 @@ pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodEr
             .set_key(&params.profile, &params.key)
             .map_err(|error| {
                 ErrorObjectOwned::owned(
-                    ErrorCode::ProfileNotFound.code(),
+                    config_error_code(&error).code(),
                     error.to_string(),
                     None::<()>,
                 )
@@ -291,7 +306,7 @@ fn doctor(daemon: &Daemon, sandbox: SandboxReport) -> DoctorReport {
     });
     let (default_profile, default_profile_problem) = match providers.default_profile() {
         Ok(name) => (Some(name), None),
-        Err(fix) => (None, Some(fix)),
+        Err(fix) => (None, Some(fix.to_string())),
     };
     DoctorReport {
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -540,5 +555,30 @@ mod tests {
             .unwrap();
         assert_eq!(stopping, ShutdownResult { stopping: true });
         assert!(daemon.shutdown.is_cancelled());
+    }
+
+    /// A script can tell a typo'd profile from a bad key from a broken config.json by the code.
+    #[tokio::test]
+    async fn each_config_error_of_set_key_has_its_own_code() {
+        let home = tempfile::tempdir().unwrap();
+        let (_, module) = test_module(home.path());
+        let code = |params: &'static str| {
+            let module = &module;
+            async move {
+                let request = format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"config/setKey","params":{params}}}"#
+                );
+                let (answer, _) = module.raw_json_request(&request, 1).await.unwrap();
+                let answer: serde_json::Value = serde_json::from_str(answer.get()).unwrap();
+                answer["error"]["code"].as_i64().unwrap()
+            }
+        };
+        let unknown = code(r#"{"profile":"no-such-profile","key":"sk-1"}"#).await;
+        assert_eq!(unknown, i64::from(ErrorCode::ProfileNotFound.code()));
+        let bad_key = code(r#"{"profile":"qwen3.6-27b","key":"sk 1"}"#).await;
+        assert_eq!(bad_key, i64::from(ErrorCode::InvalidKey.code()));
+        std::fs::write(home.path().join("config.json"), "{ not json").unwrap();
+        let broken = code(r#"{"profile":"qwen3.6-27b","key":"sk-1"}"#).await;
+        assert_eq!(broken, i64::from(ErrorCode::ConfigInvalid.code()));
     }
 }

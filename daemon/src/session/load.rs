@@ -3,16 +3,13 @@
 //! workspace) and noted for `doctor`; a session that cannot be loaded is reported with the
 //! reason and the fix, never dropped from sight.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cwcode_protocol::{
-    ApprovalDecision, Event, EventKind, Mode, SessionInfo, SessionStatus, TodoItem,
-};
+use cwcode_protocol::{Event, EventKind, Mode, SessionInfo, SessionStatus, TodoItem};
 
 use super::{INFO_FILE, JOURNAL_FILE, SYSTEM_PROMPT_FILE, SessionError, Work, write_info};
 use crate::agent;
-use crate::agent::approvals::Approvals;
 use crate::journal::Journal;
 use crate::store::{Durability, atomic_write};
 use crate::util::now_rfc3339;
@@ -287,35 +284,6 @@ pub(super) fn pending_prompts(events: &[Event]) -> Vec<Work> {
         .collect()
 }
 
-/// The approval gate as the journal left it: every tool answered "always" stays allowed, and
-/// request ids continue after the highest one already issued.
-pub(super) fn approvals_from_journal(events: &[Event]) -> Approvals {
-    let mut tool_of: HashMap<&str, &str> = HashMap::new();
-    let mut always_allowed = BTreeSet::new();
-    let mut issued = Vec::new();
-    for event in events {
-        match &event.kind {
-            EventKind::ApprovalRequested {
-                request_id, tool, ..
-            } => {
-                tool_of.insert(request_id, tool);
-                issued.extend(Approvals::issued_number(request_id));
-            }
-            EventKind::ApprovalResolved {
-                request_id,
-                decision: ApprovalDecision::Always,
-                ..
-            } => {
-                if let Some(tool) = tool_of.get(request_id.as_str()) {
-                    always_allowed.insert((*tool).to_owned());
-                }
-            }
-            _ => {}
-        }
-    }
-    Approvals::resume(always_allowed, issued)
-}
-
 /// Writes a new session's files, each readable by its owner only, and opens its journal.
 pub(super) fn write_new_session(
     dir: &Path,
@@ -393,68 +361,5 @@ mod tests {
         let info = damaged_info(&session, reason);
         assert_eq!(info.id, "0193abcd");
         assert!(info.damaged.is_some());
-    }
-
-    fn event(seq: u64, kind: EventKind) -> Event {
-        Event {
-            seq,
-            time: now_rfc3339(),
-            kind,
-        }
-    }
-
-    fn requested(seq: u64, request_id: &str, tool: &str) -> Event {
-        event(
-            seq,
-            EventKind::ApprovalRequested {
-                request_id: request_id.to_owned(),
-                call_id: format!("call{seq}"),
-                tool: tool.to_owned(),
-                arguments: "{}".to_owned(),
-            },
-        )
-    }
-
-    fn resolved(seq: u64, request_id: &str, decision: ApprovalDecision) -> Event {
-        event(
-            seq,
-            EventKind::ApprovalResolved {
-                request_id: request_id.to_owned(),
-                decision,
-                reason: None,
-            },
-        )
-    }
-
-    #[test]
-    fn always_answers_in_the_journal_allow_their_tool_again() {
-        let events = [
-            requested(1, "r1", "bash"),
-            resolved(2, "r1", ApprovalDecision::Always),
-            requested(3, "r2", "write_file"),
-            resolved(4, "r2", ApprovalDecision::Approve),
-            requested(5, "r3", "edit_lines"),
-            resolved(6, "r3", ApprovalDecision::Deny),
-            // An answer to a request the journal lost names no tool: nothing is allowed by it.
-            resolved(7, "r40", ApprovalDecision::Always),
-        ];
-        let approvals = approvals_from_journal(&events);
-        assert!(approvals.is_always_allowed("bash"));
-        assert!(!approvals.is_always_allowed("write_file"));
-        assert!(!approvals.is_always_allowed("edit_lines"));
-        assert_eq!(approvals.pending(), 0);
-    }
-
-    #[test]
-    fn request_ids_continue_after_the_highest_one_in_the_journal() {
-        // r5 was left waiting when the daemon stopped: it is never handed out again.
-        let events = [
-            requested(1, "r4", "bash"),
-            resolved(2, "r4", ApprovalDecision::Approve),
-            requested(3, "r5", "bash"),
-        ];
-        let approvals = approvals_from_journal(&events);
-        assert_eq!(approvals.open("bash").0, "r6");
-        assert_eq!(approvals_from_journal(&[]).open("bash").0, "r1");
     }
 }

@@ -2,6 +2,7 @@
 //! a prompt queue, and one runner task that executes turns one at a time.
 
 pub mod accounting;
+pub mod approvals;
 pub mod goal_loop;
 mod load;
 #[cfg(test)]
@@ -27,10 +28,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent;
-use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
+use crate::agent::approvals::Answer;
 use crate::agent::instructions::{self, InstructionFiles};
 use crate::goals::LoopState;
 use crate::provider::ConfigError;
+use crate::provider::pool::NoDefaultProfile;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
 use crate::store::{
@@ -43,10 +45,8 @@ use crate::agent::history::Conversation;
 use crate::journal::JournalError;
 use crate::journal::bus::{EventLog, Subscription};
 use crate::util::now_rfc3339;
-use load::{
-    approvals_from_journal, default_title, last_todos, next_turn, pending_prompts,
-    write_new_session,
-};
+use approvals::{ApprovalNotFound, Approvals};
+use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
 use recovery::{OpenTurn, close_turn, put_files_back};
 
 const INFO_FILE: &str = "session.json";
@@ -70,14 +70,50 @@ pub enum SessionError {
     #[error(transparent)]
     Profile(#[from] ConfigError),
     /// No profile was named and none is the default: the text says how to choose one.
-    #[error("{0}")]
-    NoDefaultProfile(String),
+    #[error(transparent)]
+    NoDefaultProfile(#[from] NoDefaultProfile),
     #[error(transparent)]
     Journal(#[from] JournalError),
     #[error(transparent)]
     Write(#[from] WriteError),
-    #[error("{path}: {reason}")]
-    Io { path: PathBuf, reason: String },
+    #[error(
+        "{}: cannot journal the prompt, so it was not accepted (nothing is queued): {}",
+        .0.path().display(),
+        .0.cause()
+    )]
+    PromptNotJournalled(#[source] JournalError),
+    /// A rewind (or its undo) changed the files, the journal refused to record it, and the
+    /// files were put back: nothing changed.
+    #[error(
+        "{}: the {what} could not be journalled, so the files were put back and nothing changed: {}",
+        .journal.path().display(),
+        .journal.cause()
+    )]
+    RewindNotJournalled {
+        what: &'static str,
+        #[source]
+        journal: JournalError,
+    },
+    /// As above, but putting the files back failed too: files and history disagree.
+    #[error(
+        "{}: the {what} changed the files but could not be journalled ({}), and putting them back \
+         failed too ({put_back}): check the workspace with `git status` once there is space",
+        .journal.path().display(),
+        .journal.cause()
+    )]
+    RewindNotJournalledNorUndone {
+        what: &'static str,
+        #[source]
+        journal: JournalError,
+        put_back: SharedStoreError,
+    },
+    #[error("{}: session {id} could not be loaded: {damage}", .dir.display())]
+    Damaged {
+        id: String,
+        dir: PathBuf,
+        /// What `doctor` says about it, as recorded when loading failed.
+        damage: String,
+    },
     #[error("cannot {action} {}: {source}{}", .path.display(), fix_for(.source))]
     File {
         action: &'static str,
@@ -238,14 +274,7 @@ impl Session {
                         turn,
                         prompt: text.clone(),
                     })
-                    .map_err(|error| SessionError::Io {
-                        path: error.path().to_owned(),
-                        reason: format!(
-                            "cannot journal the prompt, so it was not accepted (nothing is \
-                             queued): {}",
-                            error.cause()
-                        ),
-                    })?;
+                    .map_err(SessionError::PromptNotJournalled)?;
             }
             let sent = queue.send(Work::Prompt { turn, text });
             // A queued prompt is journalled: if the runner has just stopped, it runs after the
@@ -335,7 +364,7 @@ impl Session {
         };
         let event = match self.log.publish(kind) {
             Ok(event) => event,
-            Err(error) => return Err(put_files_back(store, turn, &result, &error).await),
+            Err(error) => return Err(put_files_back(store, turn, &result, error).await),
         };
         conversation.apply(&event.kind);
         if let Err(error) = self.log.sync() {
@@ -620,7 +649,7 @@ impl Sessions {
             pending: pending_prompts(&events),
             next_turn: next_turn(&events),
             todos: last_todos(&events),
-            approvals: approvals_from_journal(&events),
+            approvals: Approvals::from_journal(&events),
             log,
             conversation,
             unclosed,
@@ -712,11 +741,7 @@ impl Sessions {
                 self.shared.providers.check_profile(&profile)?;
                 profile
             }
-            None => self
-                .shared
-                .providers
-                .default_profile()
-                .map_err(SessionError::NoDefaultProfile)?,
+            None => self.shared.providers.default_profile()?,
         };
         let id = uuid::Uuid::now_v7().simple().to_string();
         let dir = self.shared.paths.session_dir(&id);
@@ -825,12 +850,14 @@ impl Sessions {
             return Ok(Arc::clone(session));
         }
         match self.damaged_map().get(&id) {
-            Some(damaged) => Err(SessionError::Io {
-                path: damaged.dir.clone(),
-                reason: format!(
-                    "session {id} could not be loaded: {}",
-                    damaged.info.damaged.as_deref().unwrap_or("unknown damage")
-                ),
+            Some(damaged) => Err(SessionError::Damaged {
+                dir: damaged.dir.clone(),
+                damage: damaged
+                    .info
+                    .damaged
+                    .clone()
+                    .unwrap_or_else(|| "unknown damage".to_owned()),
+                id,
             }),
             None => Err(SessionError::NotFound(id)),
         }

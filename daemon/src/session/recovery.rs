@@ -159,28 +159,20 @@ pub(super) async fn put_files_back(
     store: &SharedStore,
     turn: Option<u32>,
     result: &RewindResult,
-    error: &JournalError,
+    journal: JournalError,
 ) -> SessionError {
     let put_back = match turn {
         Some(_) => store.undo_restore().await.map(drop),
         None => store.restore_to_before(result.turn).await.map(drop),
     };
     let what = if turn.is_some() { "rewind" } else { "undo" };
-    let reason = match put_back {
-        Ok(()) => format!(
-            "the {what} could not be journalled, so the files were put back and nothing changed: {}",
-            error.cause()
-        ),
-        Err(put_back_error) => format!(
-            "the {what} changed the files but could not be journalled ({}), and putting them back \
-             failed too ({put_back_error}): check the workspace with `git status` once there is \
-             space",
-            error.cause()
-        ),
-    };
-    SessionError::Io {
-        path: error.path().to_owned(),
-        reason,
+    match put_back {
+        Ok(()) => SessionError::RewindNotJournalled { what, journal },
+        Err(put_back) => SessionError::RewindNotJournalledNorUndone {
+            what,
+            journal,
+            put_back,
+        },
     }
 }
 

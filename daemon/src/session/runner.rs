@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use super::recovery::{OpenTurn, close_turn_when_possible, recover_from_refused_journal};
 use super::{JOURNAL_RETRY_MAX, Session, SessionError, Shared, Work, goal_loop};
+use crate::agent::approvals::ApprovalGate;
 use crate::agent::history::Conversation;
 use crate::agent::instructions::InstructionFiles;
 use crate::agent::{self, CompactScope, TurnEnv};
@@ -68,7 +69,7 @@ pub(super) async fn run_prompts(
             registry: Arc::clone(&shared.registry),
             provider,
             mode: session.mode.subscribe(),
-            approvals: Arc::clone(&session.approvals),
+            approvals: Arc::clone(&session.approvals) as Arc<dyn ApprovalGate>,
             tools: ToolContext {
                 workspace,
                 cancel,

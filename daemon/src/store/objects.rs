@@ -12,14 +12,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use super::{Durability, StoreError, atomic_write, create_private_dir, private_temp_file};
+use super::{
+    AtomicFile, Durability, FileMode, StoreError, TEMP_PREFIX, atomic_write, create_private_dir,
+};
 
 /// Files up to this size are hashed in memory before anything is written, so that storing a
 /// duplicate costs no write at all; larger ones are streamed through a temporary file.
 const IN_MEMORY_BYTES: u64 = 8 << 20;
-
-/// Temporary files start with this; a crash can leave one behind, and `retain` removes it.
-const TEMP_PREFIX: &str = ".tmp-";
 
 /// Above this many unsynced objects one `syncfs` is cheaper than an fsync per object (about
 /// 1.7 ms each on the test machine's disk).
@@ -253,16 +252,18 @@ impl ObjectStore {
         Ok(fan_out)
     }
 
-    fn persist(&mut self, temp: tempfile::NamedTempFile, path: PathBuf) -> Result<(), StoreError> {
-        temp.persist(&path)
-            .map_err(|error| StoreError::io("store", &path)(error.error))?;
+    fn persist(&mut self, temp: AtomicFile, path: PathBuf) -> Result<(), StoreError> {
+        // Synced in a batch by `sync`, with the directory entries.
+        temp.commit(&path, Durability::Unsynced)
+            .map_err(|error| StoreError::io("store", &error.path)(error.source))?;
         self.unsynced.push(path);
         Ok(())
     }
 }
 
-fn temp_file_in(dir: &Path) -> Result<tempfile::NamedTempFile, StoreError> {
-    private_temp_file(dir, TEMP_PREFIX).map_err(StoreError::io("create a temporary file in", dir))
+fn temp_file_in(dir: &Path) -> Result<AtomicFile, StoreError> {
+    AtomicFile::new_in(dir, TEMP_PREFIX, FileMode::Private)
+        .map_err(|error| StoreError::io("create a temporary file in", &error.path)(error.source))
 }
 
 fn copy_hashing(source: &mut File, hasher: &mut Sha256, sink: &mut impl Write) -> io::Result<()> {

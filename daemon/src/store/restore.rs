@@ -4,18 +4,15 @@
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::StoreError;
 use super::objects::{ObjectId, ObjectStore};
-
-/// Restored files are written under this name first, then renamed into place.
-const RESTORE_TEMP_PREFIX: &str = ".cwcode-restore-";
+use super::{Durability, FileMode, StoreError, WriteError, atomic_symlink, replace_file};
 
 /// The state of one path at one moment. `mode` holds the permission bits (`0o7777`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,7 +182,7 @@ pub(crate) fn apply(
                 .map_err(|error| error.to_string())
                 .and_then(|bytes| {
                     check_ancestors(root, &path, &mut checked_dirs, true)?;
-                    write_file(&path, &bytes, *mode).map_err(|error| error.to_string())
+                    write_file(&path, &bytes, *mode).map_err(|error| error.source.to_string())
                 }),
             PathState::Symlink { blob } => objects
                 .get(blob)
@@ -193,7 +190,7 @@ pub(crate) fn apply(
                 .and_then(|target| {
                     check_ancestors(root, &path, &mut checked_dirs, true)?;
                     write_symlink(&path, OsStr::from_bytes(&target))
-                        .map_err(|error| error.to_string())
+                        .map_err(|error| error.source.to_string())
                 }),
             PathState::Dir { .. } if matches!(now, PathState::Dir { .. }) => Ok(()),
             PathState::Dir { .. } => check_ancestors(root, &path, &mut checked_dirs, true)
@@ -294,28 +291,13 @@ fn describe_removal_error(error: &io::Error) -> String {
 }
 
 /// Writes through a temporary file and a rename, so that a crash mid-restore leaves each file
-/// either as it was or as restored.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(RESTORE_TEMP_PREFIX)
-        .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    temp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
-    temp.persist(path).map_err(|error| error.error)?;
-    Ok(())
+/// either as it was or as restored; synced, since a restored file is the user's work again.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
+    replace_file(path, bytes, FileMode::Exactly(mode), Durability::Synced)
 }
 
-fn write_symlink(path: &Path, target: &OsStr) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let temp = tempfile::Builder::new()
-        .prefix(RESTORE_TEMP_PREFIX)
-        .make_in(dir, |candidate| {
-            std::os::unix::fs::symlink(target, candidate)
-        })?;
-    temp.persist(path).map_err(|error| error.error)?;
-    Ok(())
+fn write_symlink(path: &Path, target: &OsStr) -> Result<(), WriteError> {
+    atomic_symlink(path, target, Durability::Synced)
 }
 
 #[cfg(test)]
@@ -406,12 +388,7 @@ mod tests {
         let leftovers: Vec<_> = fs::read_dir(&root)
             .unwrap()
             .flatten()
-            .filter(|entry| {
-                entry
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with(RESTORE_TEMP_PREFIX)
-            })
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with('.'))
             .collect();
         assert!(leftovers.is_empty());
     }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::hashline::{
     line_content, line_hash, parse_anchor, push_formatted_line, strip_echoed_prefixes,
 };
+use super::write_file::write_atomically;
 use super::{ReadLedger, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 /// Lines of the current file shown around each stale anchor.
@@ -458,17 +459,6 @@ fn check_overlaps(sorted: &[Splice]) -> Result<(), ToolError> {
             )));
         }
     }
-    Ok(())
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let permissions = std::fs::metadata(path)?.permissions();
-    let directory = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut temporary = tempfile::NamedTempFile::new_in(directory)?;
-    temporary.write_all(bytes)?;
-    temporary.as_file().set_permissions(permissions)?;
-    temporary.as_file().sync_all()?;
-    temporary.persist(path).map_err(|error| error.error)?;
     Ok(())
 }
 

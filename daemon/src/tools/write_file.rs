@@ -1,13 +1,15 @@
 //! `write_file`: creates a file or replaces its whole content, atomically (SPEC §7).
 
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+
+use crate::store::{Durability, FileMode, replace_file};
 
 use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
@@ -102,26 +104,16 @@ fn write(path: &Path, shown_as: &str, content: &str) -> Result<String, ToolError
 }
 
 /// Writes through a temporary file in the same directory and a rename, so that a reader never
-/// sees half a file and a failure leaves the old one whole. An existing file keeps its
+/// sees half a file and a failure leaves the old one whole; synced, since the user's work must
+/// survive a power cut once the tool said it was written. An existing file keeps its
 /// permissions; a new one gets the usual 0666 less the umask.
 pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let directory = path.parent().unwrap_or_else(|| Path::new("."));
-    let existing = match fs::metadata(path) {
-        Ok(metadata) => Some(metadata.permissions()),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+    let mode = match fs::metadata(path) {
+        Ok(metadata) => FileMode::Exactly(metadata.permissions().mode() & 0o7777),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => FileMode::FromUmask,
         Err(error) => return Err(error),
     };
-    let mut temporary = tempfile::Builder::new()
-        .prefix(".cwcode-write-")
-        .permissions(fs::Permissions::from_mode(0o666))
-        .tempfile_in(directory)?;
-    temporary.write_all(bytes)?;
-    if let Some(permissions) = existing {
-        temporary.as_file().set_permissions(permissions)?;
-    }
-    temporary.as_file().sync_all()?;
-    temporary.persist(path).map_err(|error| error.error)?;
-    Ok(())
+    replace_file(path, bytes, mode, Durability::Synced).map_err(|error| error.source)
 }
 
 pub(super) fn line_count(text: &str) -> String {
