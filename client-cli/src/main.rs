@@ -162,6 +162,12 @@ enum GoalAction {
         /// Stop after this cost, priced with the profile's table.
         #[arg(long)]
         cost: Option<f64>,
+        /// Stop after this many hours of wall-clock time (0.5 is half an hour).
+        #[arg(long)]
+        hours: Option<f64>,
+        /// Run without config.json's default budgets (the cap still applies).
+        #[arg(long, conflicts_with_all = ["tokens", "cost", "hours"])]
+        no_budget: bool,
     },
     /// Stop the loop; a cycle in flight is cancelled.
     Off,
@@ -358,13 +364,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let client = connect(true).await?;
             let status = match action {
                 GoalAction::Add { text } => client.goal_add(&id, &text).await?,
-                GoalAction::On { cap, tokens, cost } => {
+                GoalAction::On {
+                    cap,
+                    tokens,
+                    cost,
+                    hours,
+                    no_budget,
+                } => {
                     client
                         .goal_start(&GoalStartParams {
                             session_id: id.clone(),
                             cap,
                             token_budget: tokens,
                             cost_budget: cost,
+                            hours_budget: hours,
+                            no_budget,
                         })
                         .await?
                 }

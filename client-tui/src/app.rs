@@ -1923,6 +1923,7 @@ mod tests {
                 .map(|index| GoalItem {
                     text: format!("goal {index}"),
                     done: index < done,
+                    verify: None,
                 })
                 .collect(),
             done,
@@ -1931,6 +1932,12 @@ mod tests {
             cost_used: 0.0,
             token_budget: None,
             cost_budget: None,
+            state: cwcode_protocol::GoalState::default(),
+            tokens_left: None,
+            cost_left: None,
+            hours_budget: None,
+            seconds_used: 0,
+            seconds_left: None,
             stop_reason: None,
             summary: String::new(),
         }
@@ -2031,6 +2038,7 @@ mod tests {
             [EventKind::GoalLoopStopped {
                 reason: "all goals are done".to_owned(),
                 summary: "Goal loop finished after 2 cycles: all 5 goals are done.".to_owned(),
+                state: cwcode_protocol::GoalState::Complete,
             }],
         );
         assert_eq!(app.goal, None);

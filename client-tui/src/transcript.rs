@@ -360,7 +360,9 @@ impl Transcript {
                 Tone::Info,
             ),
             // The summary says why it stopped and what is left: worth reading, not dimmed.
-            EventKind::GoalLoopStopped { reason, summary } => self.note(
+            EventKind::GoalLoopStopped {
+                reason, summary, ..
+            } => self.note(
                 if summary.trim().is_empty() {
                     format!("goal loop stopped: {reason}")
                 } else {
@@ -1134,10 +1136,12 @@ mod tests {
         transcript.apply(&EventKind::GoalLoopStopped {
             reason: "the cap of 2 cycles was reached".into(),
             summary: "Goal loop stopped after 2 cycles: the cap of 2 cycles was reached. 3 of 5 goals done.".into(),
+            state: cwcode_protocol::GoalState::Capped,
         });
         transcript.apply(&EventKind::GoalLoopStopped {
             reason: "stopped by the user".into(),
             summary: String::new(),
+            state: cwcode_protocol::GoalState::Stopped,
         });
         assert_eq!(
             texts(&mut transcript, 200, false),

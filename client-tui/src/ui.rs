@@ -1057,6 +1057,7 @@ mod tests {
                 summary:
                     "Goal loop stopped after 3 cycles: stopped by the user. 2 of 5 goals done."
                         .to_owned(),
+                state: cwcode_protocol::GoalState::Stopped,
             }],
         );
         let shown = screen(&mut app, now, 80, 10).backend().to_string();

@@ -190,6 +190,7 @@ impl Session {
     }
 
     pub fn info(&self) -> SessionInfo {
+        let goal = self.goal_progress();
         let control = self.control();
         let mut info = control.info.clone();
         info.mode = *self.mode.borrow();
@@ -202,6 +203,7 @@ impl Session {
         } else {
             SessionStatus::Idle
         };
+        info.goal = goal;
         info
     }
 
@@ -513,6 +515,8 @@ struct Damaged {
 /// All sessions of this daemon.
 pub struct Sessions {
     shared: Arc<Shared>,
+    /// Runs config.json's hooks on every session's events.
+    hooks: crate::hooks::HookRunner,
     sessions: RwLock<BTreeMap<String, Arc<Session>>>,
     damaged: RwLock<BTreeMap<String, Damaged>>,
 }
@@ -521,7 +525,12 @@ impl Sessions {
     /// Loads every session under `sessions/`. One that cannot be read stays on disk untouched
     /// and is listed as damaged, with the reason.
     pub fn load(shared: Arc<Shared>) -> Self {
+        let settings_of = Arc::clone(&shared);
         let sessions = Self {
+            hooks: crate::hooks::HookRunner::new(Arc::new(move || crate::hooks::HookSettings {
+                hooks: settings_of.providers.config().hooks().clone(),
+                secret_values: settings_of.providers.secret_values(),
+            })),
             shared,
             sessions: RwLock::new(BTreeMap::new()),
             damaged: RwLock::new(BTreeMap::new()),
@@ -630,6 +639,7 @@ impl Sessions {
             checkpoints,
             approvals,
         } = opened;
+        self.hooks.watch(&info.id, &info.cwd, &log);
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
         let todos = todo_list(&log, todos);
@@ -728,6 +738,7 @@ impl Sessions {
             turns: 0,
             last_seq: 0,
             damaged: None,
+            goal: None,
         };
         let system_prompt = agent::prompt::system_prompt(workspace.root());
         let written = write_new_session(&dir, &info, &system_prompt);
@@ -849,6 +860,11 @@ impl Sessions {
             }));
         }
         problems
+    }
+
+    /// Hook runs that failed lately, for `doctor`.
+    pub fn hook_failures(&self) -> Vec<String> {
+        self.hooks.failures()
     }
 
     pub fn len(&self) -> usize {
