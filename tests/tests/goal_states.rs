@@ -474,3 +474,62 @@ async fn a_running_loop_a_storm_and_a_failed_turn_each_have_their_state() {
         "{failed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_hook_is_logged_and_shown_by_doctor_and_never_holds_the_session() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let path = home.paths.config();
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    config["hooks"] = json!({
+        "turn_finished": ["sh", "-c", "echo the webhook is down >&2; exit 3"],
+        "turn_failed": ["/no/such/program"],
+    });
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let _daemon = home.start_daemon();
+    provider.reply(text("Hello."));
+    provider.reply(Reply::Status(
+        400,
+        r#"{"error":{"message":"bad request"}}"#.to_owned(),
+    ));
+    provider.reply(text("Still here."));
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "hi", "--wait"]);
+    let _ = home.cli(&["send", &id, "fail", "--wait"]);
+    // The session goes on whatever its hooks do.
+    home.cli_ok(&["send", &id, "again", "--wait"]);
+
+    let started = Instant::now();
+    let failures = loop {
+        // doctor exits non-zero when it lists something to fix, as it will here.
+        let doctor = home.cli(&["doctor", "--json"]);
+        let doctor: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+        let failures: Vec<String> = doctor["hookFailures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|failure| failure.as_str().unwrap().to_owned())
+            .collect();
+        if failures.len() >= 3 {
+            break failures;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "doctor never listed the failures: {failures:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        failures.iter().any(|failure| failure
+            .contains("turn_finished hook `sh` failed (exit status: 3): the webhook is down")),
+        "{failures:?}"
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|failure| failure.contains("turn_failed hook `/no/such/program` could not start")),
+        "{failures:?}"
+    );
+    let human = String::from_utf8(home.cli(&["doctor"]).stdout).unwrap();
+    assert!(human.contains("[FIX] hook: "), "{human}");
+}
