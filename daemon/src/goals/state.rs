@@ -147,6 +147,10 @@ pub struct LoopState {
     /// Why a stalled or storm-stopped loop was stopped, in plain words, as given to the user
     /// and kept in the history.
     pub explanation: Option<String>,
+    /// The loop's end was announced: `goal off` and the runner may both see it, and it is told
+    /// once.
+    #[serde(skip)]
+    pub announced: bool,
 }
 
 impl Default for LoopState {
@@ -170,6 +174,7 @@ impl Default for LoopState {
             passed_checks: Vec::new(),
             failed_checks: Vec::new(),
             explanation: None,
+            announced: false,
         }
     }
 }

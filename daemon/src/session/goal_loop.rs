@@ -229,7 +229,11 @@ impl Session {
 
     fn announce_stop(&self, goals: &GoalList) -> Result<(), SessionError> {
         let (reason, summary, state) = {
-            let state = self.goal_state();
+            let mut state = self.goal_state();
+            if state.running || state.announced {
+                return Ok(());
+            }
+            state.announced = true;
             let reason = state
                 .stop_reason
                 .as_ref()
@@ -259,10 +263,44 @@ impl Session {
         self.follow(decision, &goals)
     }
 
+    /// One cycle (see `goal_cycle`). A cycle that cannot go on ends the loop as failed, saying
+    /// why, instead of leaving it `running` with no cycle to come; a journal that refuses
+    /// events is the runner's to handle.
+    pub(super) async fn run_goal_cycle(
+        &self,
+        env: &TurnEnv,
+        conversation: &mut Conversation,
+        cycle: u32,
+    ) -> Result<(), SessionError> {
+        let result = self.goal_cycle(env, conversation, cycle).await;
+        if let Err(error) = &result
+            && !matches!(error, SessionError::Journal(_))
+        {
+            self.control().goal_turn_running = false;
+            let stopped = {
+                let mut state = self.goal_state();
+                let stopped = state.stop(StopReason::TurnFailed(error.to_string()));
+                if stopped && let Err(error) = self.save_goal_state(&state) {
+                    tracing::error!(session = %self.id, %error, "cannot save the goal loop state");
+                }
+                stopped
+            };
+            let announced = match self.goals() {
+                Ok(goals) if stopped => self.announce_stop(&goals),
+                Ok(_) => Ok(()),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = announced {
+                tracing::error!(session = %self.id, %error, "cannot announce the goal loop's end");
+            }
+        }
+        result
+    }
+
     /// One cycle: the checks of goals checked since the last, a turn prompted with the open
     /// goals (and any failed check's output), the checks of what it checked, then the decision
     /// about the next cycle.
-    pub(super) async fn run_goal_cycle(
+    async fn goal_cycle(
         &self,
         env: &TurnEnv,
         conversation: &mut Conversation,
@@ -276,6 +314,11 @@ impl Session {
         let goals = self.goals()?;
         let (cap, failed_checks, deadline) = {
             let mut state = self.goal_state();
+            if !state.running {
+                // `goal off` while the checks ran.
+                drop(state);
+                return self.announce_stop(&goals);
+            }
             if let Some(decision) = state.before_turn(&goals, now_ms()) {
                 self.save_goal_state(&state)?;
                 drop(state);
