@@ -533,3 +533,45 @@ async fn a_failing_hook_is_logged_and_shown_by_doctor_and_never_holds_the_sessio
     let human = String::from_utf8(home.cli(&["doctor"]).stdout).unwrap();
     assert!(human.contains("[FIX] hook: "), "{human}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_failing_call_in_three_cycles_in_a_row_is_a_storm() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    // Once per cycle, never three times in one turn: only the loop sees the repetition.
+    for _ in 0..4 {
+        provider.reply(tool_calls(&[(
+            "read",
+            "read_file",
+            json!({"path": "build.log"}),
+        )]));
+        provider.reply(text("There is no build log yet; I will look again."));
+    }
+    let id = home.new_session("yolo");
+    home.cli_ok(&["goal", &id, "add", "make the build pass"]);
+    home.cli_ok(&["goal", &id, "on"]);
+    let (state, summary) = wait_for_stop(&home, &id);
+    assert_eq!(state, "storm", "{summary}");
+    assert!(
+        summary.contains("the same call failed the same way in 3 cycles in a row"),
+        "{summary}"
+    );
+    assert_eq!(status(&home, &id)["cycle"], 3);
+    let explanation = home
+        .journal(&id)
+        .into_iter()
+        .find_map(|event| match event.kind {
+            EventKind::StormBroken { tool, explanation } => Some((tool, explanation)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(explanation.0, "read_file");
+    assert!(
+        explanation
+            .1
+            .contains("`read_file` failed the same way in 3 cycles in a row"),
+        "{}",
+        explanation.1
+    );
+}
