@@ -251,6 +251,12 @@ enum GoalAction {
         /// Stop after this cost, priced with the profile's table.
         #[arg(long)]
         cost: Option<f64>,
+        /// Stop after this many hours of wall-clock time (0.5 is half an hour).
+        #[arg(long)]
+        hours: Option<f64>,
+        /// Run without config.json's default budgets (the cap still applies).
+        #[arg(long, conflicts_with_all = ["tokens", "cost", "hours"])]
+        no_budget: bool,
     },
     /// Stop the loop; a cycle in flight is cancelled.
     Off,
@@ -385,8 +391,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rewind { id, turn, undo } => verbs::history::rewind(&id, turn, undo, json).await,
         Command::Goal { id, action } => match action {
             GoalAction::Add { text } => verbs::goal::add(&id, &text, json).await,
-            GoalAction::On { cap, tokens, cost } => {
-                verbs::goal::on(&id, cap, tokens, cost, json).await
+            GoalAction::On {
+                cap,
+                tokens,
+                cost,
+                hours,
+                no_budget,
+            } => {
+                let budget = verbs::goal::Budget {
+                    tokens,
+                    cost,
+                    hours,
+                    none: no_budget,
+                };
+                verbs::goal::on(&id, cap, budget, json).await
             }
             GoalAction::Off => verbs::goal::off(&id, json).await,
             GoalAction::Status => verbs::goal::status(&id, json).await,

@@ -266,7 +266,10 @@ pub fn session_table(sessions: &[SessionInfo]) -> String {
                 let _ = writeln!(damaged, "  {}: {reason}", session.id);
                 "DAMAGED".to_owned()
             }
-            None => status_words(session.status).to_owned(),
+            None => match &session.goal {
+                Some(goal) => format!("goal {}/{}", goal.cycle, goal.cap),
+                None => status_words(session.status).to_owned(),
+            },
         };
         let _ = writeln!(
             out,
@@ -525,6 +528,9 @@ pub fn doctor(report: &DoctorReport) -> String {
     if let Some(exposed) = &report.config_key_exposed {
         let _ = writeln!(out, "[FIX] {exposed}");
     }
+    for failure in &report.hook_failures {
+        let _ = writeln!(out, "[FIX] hook: {failure}");
+    }
     for problem in &report.session_problems {
         let (mark, what) = if problem.loaded {
             ("note", "repaired on load")
@@ -610,7 +616,8 @@ fn sandbox_lines(out: &mut String, sandbox: &SandboxReport) {
 
 pub fn goal_status(status: &GoalStatus) -> String {
     let mut out = format!(
-        "{}\n{} of {} goal(s) done in {}; {} tokens used",
+        "state: {}\n{}\n{} of {} goal(s) done in {}; {} tokens used",
+        status.state,
         status.summary,
         status.done,
         status.done + status.left,
@@ -619,6 +626,22 @@ pub fn goal_status(status: &GoalStatus) -> String {
     );
     if status.cost_used > 0.0 {
         let _ = write!(out, ", cost {:.6}", status.cost_used);
+    }
+    let _ = write!(out, ", {} s", status.seconds_used);
+    let mut left = Vec::new();
+    if let Some(tokens) = status.tokens_left {
+        left.push(format!("{tokens} tokens"));
+    }
+    if let Some(cost) = status.cost_left {
+        left.push(format!("{cost:.4}"));
+    }
+    if let Some(seconds) = status.seconds_left {
+        left.push(format!("{seconds} s"));
+    }
+    if left.is_empty() {
+        out.push_str("; no budget");
+    } else {
+        let _ = write!(out, "; budget left: {}", left.join(", "));
     }
     out.push('\n');
     for goal in &status.goals {
@@ -662,6 +685,7 @@ mod tests {
             },
             session_problems: Vec::new(),
             config_key_exposed: None,
+            hook_failures: Vec::new(),
         }
     }
 

@@ -25,6 +25,7 @@ pub fn session(id: &str, cwd: &str, title: &str) -> SessionInfo {
         turns: 1,
         last_seq: 0,
         damaged: None,
+        goal: None,
     }
 }
 

@@ -249,6 +249,7 @@ mod tests {
         let goal = |text: &str, done| GoalItem {
             text: text.to_owned(),
             done,
+            verify: None,
         };
         let mut status = GoalStatus {
             running: true,
@@ -262,6 +263,12 @@ mod tests {
             cost_used: 0.0123,
             token_budget: Some(100_000),
             cost_budget: None,
+            state: cwcode_protocol::GoalState::Running,
+            tokens_left: Some(51_800),
+            cost_left: None,
+            hours_budget: None,
+            seconds_used: 0,
+            seconds_left: None,
             stop_reason: None,
             summary: "Goal loop running: cycle 3 of 20. Left:\n- test them\nUsed 48200 tokens."
                 .to_owned(),

@@ -526,6 +526,7 @@ fn goal_loop_banner() {
             reason: "stopped by the user".to_owned(),
             summary: "Goal loop stopped after 3 cycles: stopped by the user. 2 of 5 goals done."
                 .to_owned(),
+            state: cwcode_protocol::GoalState::Stopped,
         }],
     );
     let shown = screen(&mut app, now, 80, 10).backend().to_string();

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod goals;
+pub mod hooks;
 pub mod journal;
 pub mod provider;
 pub mod sandbox;

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("session", 1),
     ("agent", 2),
     ("goals", 2),
+    ("hooks", 2),
     ("provider", 3),
     ("tools", 3),
     ("journal", 3),

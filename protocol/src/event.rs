@@ -4,7 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    ApprovalDecision, Mode, RequestStats, RewindResult, SessionStatus, TodoItem, ToolCall, Usage,
+    ApprovalDecision, GoalState, Mode, RequestStats, RewindResult, SessionStatus, TodoItem,
+    ToolCall, Usage,
 };
 
 /// One entry of a session's journal. `seq` starts at 1 and goes up by one with each event of
@@ -211,10 +212,12 @@ pub enum EventKind {
         done: usize,
         left: usize,
     },
-    /// The goal loop ended; `summary` says why, what is left and what it used.
+    /// The goal loop ended in `state`; `summary` says why, what is left and what it used.
     GoalLoopStopped {
         reason: String,
         summary: String,
+        #[serde(default)]
+        state: GoalState,
     },
     /// Something failed outside a turn (a compaction, a background task); said plainly.
     Error {

@@ -85,6 +85,90 @@ pub struct SessionInfo {
     /// session is listed so that it is not lost from sight, but cannot be used until fixed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damaged: Option<String>,
+    /// Set while the session's goal loop runs: its state and which cycle it is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<GoalProgress>,
+}
+
+/// Where a running goal loop is, as `session/list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalProgress {
+    pub state: GoalState,
+    pub cycle: u32,
+    pub cap: u32,
+}
+
+/// The goal loop's state (SPEC §5), machine-readable everywhere: `goal/status`, the
+/// `goal_loop_stopped` event, `session/list`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalState {
+    /// No loop has run, or the last one left no state.
+    #[default]
+    Idle,
+    /// A cycle runs or is about to.
+    Running,
+    /// A cycle waits for an approval from a client (code mode).
+    AwaitingApproval,
+    /// Every box is checked and every verified box passed its check.
+    Complete,
+    /// The loop ran its cap of cycles with goals still open.
+    Capped,
+    /// The token, cost or wall-clock budget is used up.
+    BudgetExhausted,
+    /// Three cycles in a row checked no box and changed no file.
+    Stalled,
+    /// The storm-breaker stopped the loop: the same call failed the same way again and again.
+    Storm,
+    /// The user stopped the loop.
+    Stopped,
+    /// A turn failed (the provider or the daemon); the summary says why.
+    Failed,
+}
+
+impl GoalState {
+    pub const ALL: [GoalState; 10] = [
+        GoalState::Idle,
+        GoalState::Running,
+        GoalState::AwaitingApproval,
+        GoalState::Complete,
+        GoalState::Capped,
+        GoalState::BudgetExhausted,
+        GoalState::Stalled,
+        GoalState::Storm,
+        GoalState::Stopped,
+        GoalState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoalState::Idle => "idle",
+            GoalState::Running => "running",
+            GoalState::AwaitingApproval => "awaiting_approval",
+            GoalState::Complete => "complete",
+            GoalState::Capped => "capped",
+            GoalState::BudgetExhausted => "budget_exhausted",
+            GoalState::Stalled => "stalled",
+            GoalState::Storm => "storm",
+            GoalState::Stopped => "stopped",
+            GoalState::Failed => "failed",
+        }
+    }
+
+    /// True for the states a loop ends in.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            GoalState::Idle | GoalState::Running | GoalState::AwaitingApproval
+        )
+    }
+}
+
+impl fmt::Display for GoalState {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -451,6 +535,10 @@ pub struct DoctorReport {
     /// what is wrong and the command that fixes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_key_exposed: Option<String>,
+    /// The latest hook runs that failed, timed out or were dropped (config.json's `hooks`),
+    /// newest last, each saying which hook and why.
+    #[serde(default)]
+    pub hook_failures: Vec<String>,
 }
 
 /// What the sandbox can enforce on this machine, as the daemon probed it (SPEC §7.3).
@@ -542,6 +630,13 @@ pub struct GoalStartParams {
     /// Stop once the loop cost this much, priced with the profile's table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_budget: Option<f64>,
+    /// Stop once the loop has run this many hours of wall-clock time (fractions allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours_budget: Option<f64>,
+    /// Run without the default budgets of config.json's `goal` section (budgets given here
+    /// are refused with it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_budget: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -549,6 +644,9 @@ pub struct GoalStartParams {
 pub struct GoalItem {
     pub text: String,
     pub done: bool,
+    /// The command of a `(verify: …)` goal: the box stays checked only if it succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -565,6 +663,24 @@ pub struct GoalStatus {
     pub cost_used: f64,
     pub token_budget: Option<u64>,
     pub cost_budget: Option<f64>,
+    /// Where the loop is; `summary` says the same in words.
+    #[serde(default)]
+    pub state: GoalState,
+    /// Tokens left of the token budget; `None` without one.
+    #[serde(default)]
+    pub tokens_left: Option<u64>,
+    /// Cost left of the cost budget; `None` without one.
+    #[serde(default)]
+    pub cost_left: Option<f64>,
+    /// The wall-clock budget in hours; `None` without one.
+    #[serde(default)]
+    pub hours_budget: Option<f64>,
+    /// Wall-clock seconds since the loop started (to its end, once it ended).
+    #[serde(default)]
+    pub seconds_used: u64,
+    /// Wall-clock seconds left of the budget; `None` without one.
+    #[serde(default)]
+    pub seconds_left: Option<u64>,
     /// Why the last loop ended, in words; `None` while it runs or before it ever ran.
     pub stop_reason: Option<String>,
     /// The plain-language account of the loop.

@@ -12,11 +12,18 @@ pub async fn add(id: &str, text: &str, json: bool) -> anyhow::Result<ExitCode> {
     show(&client.goal_add(id, text).await?, json)
 }
 
+/// The budgets `goal on` was given; `none` opts out of config.json's defaults.
+pub struct Budget {
+    pub tokens: Option<u64>,
+    pub cost: Option<f64>,
+    pub hours: Option<f64>,
+    pub none: bool,
+}
+
 pub async fn on(
     id: &str,
     cap: Option<u32>,
-    tokens: Option<u64>,
-    cost: Option<f64>,
+    budget: Budget,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let client = connect(true).await?;
@@ -24,8 +31,10 @@ pub async fn on(
         .goal_start(&GoalStartParams {
             session_id: id.to_owned(),
             cap,
-            token_budget: tokens,
-            cost_budget: cost,
+            token_budget: budget.tokens,
+            cost_budget: budget.cost,
+            hours_budget: budget.hours,
+            no_budget: budget.none,
         })
         .await?;
     show(&status, json)

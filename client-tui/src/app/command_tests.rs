@@ -298,6 +298,7 @@ fn goal_status(running: bool, cycle: u32, done: usize, left: usize) -> GoalStatu
             .map(|index| GoalItem {
                 text: format!("goal {index}"),
                 done: index < done,
+                verify: None,
             })
             .collect(),
         done,
@@ -306,6 +307,12 @@ fn goal_status(running: bool, cycle: u32, done: usize, left: usize) -> GoalStatu
         cost_used: 0.0,
         token_budget: None,
         cost_budget: None,
+        state: cwcode_protocol::GoalState::default(),
+        tokens_left: None,
+        cost_left: None,
+        hours_budget: None,
+        seconds_used: 0,
+        seconds_left: None,
         stop_reason: None,
         summary: String::new(),
     }
@@ -406,6 +413,7 @@ fn the_goal_banner_follows_the_loop_events() {
         [EventKind::GoalLoopStopped {
             reason: "all goals are done".to_owned(),
             summary: "Goal loop finished after 2 cycles: all 5 goals are done.".to_owned(),
+            state: cwcode_protocol::GoalState::Complete,
         }],
     );
     assert_eq!(app.goal, None);

@@ -236,7 +236,9 @@ impl Transcript {
                 Tone::Info,
             ),
             // The summary says why it stopped and what is left: worth reading, not dimmed.
-            EventKind::GoalLoopStopped { reason, summary } => self.note(
+            EventKind::GoalLoopStopped {
+                reason, summary, ..
+            } => self.note(
                 if summary.trim().is_empty() {
                     format!("goal loop stopped: {reason}")
                 } else {

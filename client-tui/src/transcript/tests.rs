@@ -266,10 +266,12 @@ fn the_goal_loop_says_each_cycle_and_how_it_ended() {
         summary:
             "Goal loop stopped after 2 cycles: the cap of 2 cycles was reached. 3 of 5 goals done."
                 .into(),
+        state: cwcode_protocol::GoalState::Capped,
     });
     transcript.apply(&EventKind::GoalLoopStopped {
         reason: "stopped by the user".into(),
         summary: String::new(),
+        state: cwcode_protocol::GoalState::Stopped,
     });
     assert_eq!(
         texts(&mut transcript, 200, false),

@@ -12,7 +12,11 @@ use crate::store::{AtomicFile, Durability, FileMode};
 /// Written above the first goal when `append` creates the file; an HTML comment, so it does not
 /// show when the Markdown is rendered.
 const HEADER: &str = "# Goals\n\n<!-- cwcode's goal loop works on every unchecked `- [ ]` item \
-                      and checks it (`- [x]`) when done. Edit this file freely. -->\n\n";
+                      and checks it (`- [x]`) when done. Edit this file freely.\n\
+                      A goal may carry a check: `the tests pass (verify: cargo test -q)` at the \
+                      end of its line. When its box is checked, cwcode runs the command in the \
+                      workspace (sandboxed, with a timeout); if it fails, the box is unchecked \
+                      and the next cycle gets the command's output. -->\n\n";
 
 static APPENDING: Mutex<()> = Mutex::new(());
 
@@ -50,6 +54,9 @@ pub struct Goal {
     pub done: bool,
     /// 1-based line number in the file.
     pub line: usize,
+    /// The command of a trailing `(verify: COMMAND)`: the box stays checked only once it
+    /// succeeds in the workspace.
+    pub verify: Option<String>,
 }
 
 /// The goals of one `goals.md`, in file order.
@@ -92,6 +99,7 @@ impl GoalList {
                     text: text.to_owned(),
                     done,
                     line: index + 1,
+                    verify: verify_command(text).map(str::to_owned),
                 });
             }
         }
@@ -109,6 +117,22 @@ impl GoalList {
     pub fn left_count(&self) -> usize {
         self.unchecked().count()
     }
+}
+
+/// The most bytes a verify command may have; a longer one is no check (and stays plain text).
+const MAX_VERIFY_BYTES: usize = 1000;
+
+/// The command of a goal text ending in `(verify: COMMAND)`, backticks around it allowed:
+/// `the tests pass (verify: cargo test -q)` gives `cargo test -q`. The first `(verify:` opens
+/// it, so the command may hold parentheses of its own.
+pub fn verify_command(text: &str) -> Option<&str> {
+    let start = text.find("(verify:")?;
+    let inner = text[start + "(verify:".len()..].strip_suffix(')')?.trim();
+    let inner = inner
+        .strip_prefix('`')
+        .and_then(|rest| rest.strip_suffix('`'))
+        .map_or(inner, str::trim);
+    (!inner.is_empty() && inner.len() <= MAX_VERIFY_BYTES && !inner.contains('\n')).then_some(inner)
 }
 
 /// A fence line (three or more backticks or tildes) as its character and length.
@@ -168,8 +192,47 @@ pub fn append(path: &Path, text: &str) -> Result<(), GoalsError> {
 
 /// `append`, with `meanwhile` run after the new content is written out and before the file is
 /// read again: the moment a hand edit would slip in, which the tests use to make one.
-fn append_with(path: &Path, text: &str, mut meanwhile: impl FnMut()) -> Result<(), GoalsError> {
+fn append_with(path: &Path, text: &str, meanwhile: impl FnMut()) -> Result<(), GoalsError> {
     let goal = goal_text(text).ok_or(GoalsError::EmptyGoal)?;
+    rewrite(path, |before| Some(with_goal(before, &goal)), meanwhile).map(drop)
+}
+
+/// Unchecks the checked goal whose text is `text` (its check failed), keeping every other byte
+/// of the file, the way `append` writes. False when no checked goal has that text any more
+/// (the user edited it meanwhile): then nothing is written.
+pub fn uncheck(path: &Path, text: &str) -> Result<bool, GoalsError> {
+    rewrite(path, |before| without_check(before?, text), || {})
+}
+
+/// The file's bytes with the box of the checked goal `text` emptied, or `None` if none is.
+fn without_check(bytes: &[u8], text: &str) -> Option<Vec<u8>> {
+    let content = String::from_utf8_lossy(bytes);
+    let goal = GoalList::parse(&content)
+        .items
+        .into_iter()
+        .find(|goal| goal.done && goal.text == text)?;
+    let mut offset = 0;
+    for (index, line) in bytes.split_inclusive(|byte| *byte == b'\n').enumerate() {
+        if index + 1 == goal.line {
+            let at = line
+                .windows(3)
+                .position(|window| window == b"[x]" || window == b"[X]")?;
+            let mut edited = bytes.to_vec();
+            edited[offset + at + 1] = b' ';
+            return Some(edited);
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// Replaces `path` with what `edit` makes of its bytes (`None` when missing), atomically and
+/// without losing a hand edit saved meanwhile (see `append`). False when `edit` wanted no change.
+fn rewrite(
+    path: &Path,
+    edit: impl Fn(Option<&[u8]>) -> Option<Vec<u8>>,
+    mut meanwhile: impl FnMut(),
+) -> Result<bool, GoalsError> {
     // Two appends racing in the daemon (two clients adding goals at once) could both pass the
     // re-read and the second rename would drop the first goal; one at a time, none is lost.
     let _one_at_a_time = APPENDING.lock().unwrap_or_else(PoisonError::into_inner);
@@ -189,7 +252,9 @@ fn append_with(path: &Path, text: &str, mut meanwhile: impl FnMut()) -> Result<(
     };
     for _ in 0..ATTEMPTS {
         let before = read_bytes(&target)?;
-        let after = with_goal(before.as_deref(), &goal);
+        let Some(after) = edit(before.as_deref()) else {
+            return Ok(false);
+        };
         let mode = match &before {
             Some(_) => FileMode::Exactly(
                 std::fs::metadata(&target)
@@ -221,7 +286,7 @@ fn append_with(path: &Path, text: &str, mut meanwhile: impl FnMut()) -> Result<(
             None => temp.commit_new(&target, Durability::Synced),
         };
         match committed {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(true),
             Err(error) if error.source.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(error) => return Err(write_error(error.source)),
         }
@@ -268,13 +333,29 @@ fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, GoalsError> {
 /// The message that starts each cycle of the goal loop. It is billed every cycle, so it says
 /// only what the model cannot see for itself: which goals are open, and how to close one.
 /// `goals_file` is the file as the model should name it (relative to the workspace when inside).
-pub fn continuation_message(goals: &GoalList, goals_file: &str, cycle: u32, cap: u32) -> String {
+/// A check that failed is reported first, with its command's bounded output, so the model sees
+/// why its box was unchecked.
+pub fn continuation_message(
+    goals: &GoalList,
+    goals_file: &str,
+    cycle: u32,
+    cap: u32,
+    failed_checks: &[super::state::CheckFailure],
+) -> String {
     let mut message =
         format!("[cwcode goal loop, cycle {cycle} of {cap}] Unchecked goals in {goals_file}:\n");
     for goal in goals.unchecked() {
         message.push_str("- ");
         message.push_str(&goal.text);
         message.push('\n');
+    }
+    for failure in failed_checks {
+        message.push_str(&format!(
+            "The check of \"{}\" failed, so its box was unchecked again. `{}` printed:\n```\n{}\n```\n",
+            failure.goal,
+            failure.command,
+            failure.output.trim_end()
+        ));
     }
     message.push_str(&format!(
         "Work on them in order. When a goal is done, check its box by editing {goals_file} \
@@ -529,7 +610,7 @@ Some notes the user keeps here.
     #[test]
     fn the_continuation_message_lists_only_unchecked_goals_and_says_how_to_check_one() {
         let goals = GoalList::parse("- [x] done already\n- [ ] write tests\n* [ ] fix the bug\n");
-        let message = continuation_message(&goals, "goals.md", 3, 20);
+        let message = continuation_message(&goals, "goals.md", 3, 20, &[]);
         assert!(
             message.starts_with("[cwcode goal loop, cycle 3 of 20]"),
             "{message}"
@@ -542,5 +623,86 @@ Some notes the user keeps here.
         assert!(message.contains("`- [ ]` → `- [x]`"));
         assert!(message.contains("cannot be done, say so plainly"));
         assert!(message.len() < 400, "billed every cycle: {}", message.len());
+    }
+
+    #[test]
+    fn a_trailing_verify_gives_the_goal_its_check() {
+        let cases = [
+            (
+                "the tests pass (verify: cargo test -q)",
+                Some("cargo test -q"),
+            ),
+            (
+                "lint (verify: `cargo clippy -- -D warnings`)",
+                Some("cargo clippy -- -D warnings"),
+            ),
+            (
+                "cores (verify: test $(nproc) -gt 0)",
+                Some("test $(nproc) -gt 0"),
+            ),
+            ("no check (verify: )", None),
+            ("not at the end (verify: true) really", None),
+            ("(verify:true)", Some("true")),
+            ("plain goal", None),
+        ];
+        for (text, command) in cases {
+            assert_eq!(verify_command(text), command, "{text}");
+        }
+        assert_eq!(
+            verify_command(&format!("x (verify: {})", "a".repeat(2000))),
+            None
+        );
+        let goals = GoalList::parse("- [ ] the tests pass (verify: cargo test -q)\n- [ ] plain\n");
+        assert_eq!(goals.items[0].verify.as_deref(), Some("cargo test -q"));
+        assert_eq!(
+            goals.items[0].text,
+            "the tests pass (verify: cargo test -q)"
+        );
+        assert_eq!(goals.items[1].verify, None);
+    }
+
+    #[test]
+    fn the_header_documents_the_verify_syntax() {
+        assert!(HEADER.contains("(verify: cargo test -q)"));
+        assert_eq!(GoalList::parse(HEADER).items.len(), 0);
+    }
+
+    #[test]
+    fn uncheck_empties_only_that_box_and_keeps_every_other_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("goals.md");
+        let text =
+            "# Mine\r\n- [x] other [x] text\r\n* [X] tests pass (verify: make test)\r\nnote\r\n";
+        std::fs::write(&path, text).unwrap();
+        assert!(uncheck(&path, "tests pass (verify: make test)").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# Mine\r\n- [x] other [x] text\r\n* [ ] tests pass (verify: make test)\r\nnote\r\n"
+        );
+        assert!(
+            !uncheck(&path, "tests pass (verify: make test)").unwrap(),
+            "already open"
+        );
+        assert!(!uncheck(&path, "no such goal").unwrap());
+        assert!(!uncheck(&dir.path().join("missing.md"), "x").unwrap());
+    }
+
+    #[test]
+    fn a_failed_check_is_reported_to_the_next_cycle_with_its_output() {
+        let goals = GoalList::parse("- [ ] tests pass (verify: make test)\n");
+        let failure = crate::goals::CheckFailure {
+            goal: "tests pass (verify: make test)".to_owned(),
+            command: "make test".to_owned(),
+            output: "FAILED: test_parse\nexit code 2\n".to_owned(),
+        };
+        let message = continuation_message(&goals, "goals.md", 2, 20, &[failure]);
+        assert!(
+            message.contains("- tests pass (verify: make test)\n"),
+            "{message}"
+        );
+        assert!(
+            message.contains("The check of \"tests pass (verify: make test)\" failed, so its box was unchecked again. `make test` printed:\n```\nFAILED: test_parse\nexit code 2\n```"),
+            "{message}"
+        );
     }
 }

@@ -4,5 +4,7 @@
 pub mod file;
 pub mod state;
 
-pub use file::{Goal, GoalList, GoalsError, append, continuation_message};
-pub use state::{Decision, LoopState, StateError, StopReason, TurnSummary};
+pub use file::{Goal, GoalList, GoalsError, append, continuation_message, uncheck, verify_command};
+pub use state::{
+    CallRecord, CheckFailure, Decision, LoopState, StateError, StopReason, TurnSummary,
+};

@@ -3,19 +3,34 @@
 //! state after every call so a restarted daemon resumes at the right cycle.
 //!
 //! An approval needed in `code` mode is no stop and no decision: the turn itself waits for it,
-//! so the loop is paused while that turn is open and goes on when it ends.
+//! so the loop is paused while that turn is open and goes on when it ends. Time comes in as
+//! milliseconds since the Unix epoch, so every decision here can be tested without a clock.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use cwcode_protocol::{TurnOutcome, Usage};
+use cwcode_protocol::{GoalState, TurnOutcome, Usage};
 use serde::{Deserialize, Serialize};
+
+use super::file::{Goal, GoalList};
 
 /// The file in the session directory that holds a session's `LoopState`.
 pub const FILE_NAME: &str = "goal_loop.json";
 
 /// Consecutive cycles a loop may run unless configured otherwise.
 pub const DEFAULT_CAP: u32 = 20;
+
+/// Cycles in a row without progress (no box checked, no file changed) that stall the loop; the
+/// same failing call in this many cycles in a row is a storm.
+pub const STALL_LIMIT: u32 = 3;
+
+/// Failing calls followed from cycle to cycle; more in one cycle are not followed.
+const MAX_FOLLOWED_FAILURES: usize = 16;
+/// Verified goals remembered as passed; a loop with more re-checks the oldest.
+const MAX_PASSED_CHECKS: usize = 200;
+/// Failed checks reported to the next cycle; more are summed up by the boxes left open.
+const MAX_REPORTED_CHECKS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -44,18 +59,57 @@ pub enum StateError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", content = "error", rename_all = "snake_case")]
 pub enum StopReason {
-    /// Every box in goals.md is checked (or it lists no goal at all).
+    /// Every box in goals.md is checked (or it lists no goal at all), and every verified box
+    /// passed its check.
     AllDone,
     /// The loop ran its cap of consecutive cycles with goals still open.
     CapReached,
-    /// The storm-breaker stopped a turn (SPEC §7.2): the model was stuck.
+    /// The storm-breaker stopped a turn (SPEC §7.2), or the same call failed the same way in
+    /// several cycles in a row: the model was stuck.
     StormBroken,
-    /// The loop's token or cost budget is used up.
+    /// The loop's token, cost or wall-clock budget is used up.
     BudgetSpent,
+    /// Several cycles in a row checked no box and changed no file.
+    Stalled,
     /// `/goal off`, or the user cancelled the loop's turn.
     StoppedByUser,
     /// A turn failed (provider or daemon error); the text says why.
     TurnFailed(String),
+}
+
+impl StopReason {
+    /// The end state this reason puts the loop in.
+    pub fn state(&self) -> GoalState {
+        match self {
+            StopReason::AllDone => GoalState::Complete,
+            StopReason::CapReached => GoalState::Capped,
+            StopReason::StormBroken => GoalState::Storm,
+            StopReason::BudgetSpent => GoalState::BudgetExhausted,
+            StopReason::Stalled => GoalState::Stalled,
+            StopReason::StoppedByUser => GoalState::Stopped,
+            StopReason::TurnFailed(_) => GoalState::Failed,
+        }
+    }
+}
+
+/// A verified goal whose command failed: what the next cycle is told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckFailure {
+    pub goal: String,
+    pub command: String,
+    /// The command's output, bounded.
+    pub output: String,
+}
+
+/// A failing call seen in consecutive cycles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepeatedFailure {
+    pub tool: String,
+    pub arguments: String,
+    pub output: String,
+    /// Consecutive cycles in which it failed this way.
+    pub cycles: u32,
 }
 
 /// A session's goal loop, as saved in `goal_loop.json`.
@@ -68,11 +122,35 @@ pub struct LoopState {
     pub cap: u32,
     pub token_budget: Option<u64>,
     pub cost_budget: Option<f64>,
+    /// Wall-clock hours from the start, daemon downtime included.
+    pub hours_budget: Option<f64>,
     /// Prompt plus completion tokens of the loop's turns (cached prompt tokens included: the
     /// provider bills them, only cheaper).
     pub tokens_used: u64,
     pub cost_used: f64,
+    /// When the loop started and ended, in ms since the Unix epoch.
+    pub started_at_ms: u64,
+    pub ended_at_ms: Option<u64>,
     pub stop_reason: Option<StopReason>,
+    /// Boxes checked when the running cycle started, to tell progress.
+    pub done_at_cycle_start: usize,
+    /// Consecutive cycles that checked no box and changed no file, and what the model did in
+    /// each of them (for the explanation if the loop stalls).
+    pub idle_cycles: u32,
+    pub idle_attempts: Vec<String>,
+    /// Calls that failed the same way in consecutive cycles.
+    pub failing_calls: Vec<RepeatedFailure>,
+    /// Verified goals (by text) whose check passed in this loop.
+    pub passed_checks: Vec<String>,
+    /// Checks that failed after the last cycle, for the next cycle's prompt.
+    pub failed_checks: Vec<CheckFailure>,
+    /// Why a stalled or storm-stopped loop was stopped, in plain words, as given to the user
+    /// and kept in the history.
+    pub explanation: Option<String>,
+    /// The loop's end was announced: `goal off` and the runner may both see it, and it is told
+    /// once.
+    #[serde(skip)]
+    pub announced: bool,
 }
 
 impl Default for LoopState {
@@ -83,11 +161,31 @@ impl Default for LoopState {
             cap: DEFAULT_CAP,
             token_budget: None,
             cost_budget: None,
+            hours_budget: None,
             tokens_used: 0,
             cost_used: 0.0,
+            started_at_ms: 0,
+            ended_at_ms: None,
             stop_reason: None,
+            done_at_cycle_start: 0,
+            idle_cycles: 0,
+            idle_attempts: Vec::new(),
+            failing_calls: Vec::new(),
+            passed_checks: Vec::new(),
+            failed_checks: Vec::new(),
+            explanation: None,
+            announced: false,
         }
     }
+}
+
+/// One tool call of a loop turn, as the journal recorded its end.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallRecord {
+    pub tool: String,
+    pub arguments: String,
+    pub output: String,
+    pub failed: bool,
 }
 
 /// What one loop turn came to.
@@ -99,6 +197,12 @@ pub struct TurnSummary {
     pub cost: f64,
     /// The turn's error, for `TurnOutcome::Failed`.
     pub error: Option<String>,
+    /// The turn's checkpoint lists a changed file (an edit, a write, a shell command's change).
+    pub files_changed: bool,
+    /// The calls the model made, in order.
+    pub calls: Vec<CallRecord>,
+    /// The model's last answer text.
+    pub answer: String,
 }
 
 /// What the agent does next.
@@ -111,6 +215,15 @@ pub enum Decision {
     /// The daemon is stopping: start nothing and keep the loop running on disk, so that
     /// `resume` picks it up at the next cycle when the daemon starts again.
     Suspend,
+}
+
+/// Milliseconds since the Unix epoch, by the system clock.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 impl LoopState {
@@ -142,24 +255,35 @@ impl LoopState {
 
     /// Starts a new loop with this state's cap and budgets (set them first): counts start from
     /// zero and the decision is about the first cycle.
-    pub fn start(&mut self, goals: &crate::goals::GoalList) -> Decision {
-        self.running = true;
-        self.cycle = 0;
-        self.tokens_used = 0;
-        self.cost_used = 0.0;
-        self.stop_reason = None;
-        self.advance(goals)
+    pub fn start(&mut self, goals: &GoalList, now_ms: u64) -> Decision {
+        let (cap, token_budget, cost_budget, hours_budget) = (
+            self.cap,
+            self.token_budget,
+            self.cost_budget,
+            self.hours_budget,
+        );
+        *self = Self {
+            running: true,
+            cap,
+            token_budget,
+            cost_budget,
+            hours_budget,
+            started_at_ms: now_ms,
+            ..Self::default()
+        };
+        self.advance(goals, now_ms)
     }
 
     /// On daemon start: the decision for a loop that was running when the daemon stopped or
     /// crashed (its last cycle counts as spent), or `None` when no loop was running.
-    pub fn resume(&mut self, goals: &crate::goals::GoalList) -> Option<Decision> {
-        self.running.then(|| self.advance(goals))
+    pub fn resume(&mut self, goals: &GoalList, now_ms: u64) -> Option<Decision> {
+        self.running.then(|| self.advance(goals, now_ms))
     }
 
     /// After each loop turn: counts its tokens and cost, then decides. goals.md is re-read by the
-    /// caller just before, so boxes checked by the model or by hand are honoured.
-    pub fn next(&mut self, goals: &crate::goals::GoalList, last_turn: &TurnSummary) -> Decision {
+    /// caller just before (and the checks of newly checked verified goals run), so boxes checked
+    /// by the model or by hand are honoured.
+    pub fn next(&mut self, goals: &GoalList, last_turn: &TurnSummary, now_ms: u64) -> Decision {
         self.tokens_used = self
             .tokens_used
             .saturating_add(last_turn.usage.prompt_tokens)
@@ -178,65 +302,232 @@ impl LoopState {
             );
         }
         match last_turn.outcome {
-            TurnOutcome::Completed => self.advance(goals),
+            TurnOutcome::Completed => {
+                let stuck = self.observe_cycle(goals, last_turn);
+                match stuck {
+                    Some(reason) if !self.is_complete(goals) && self.cycle < self.cap => {
+                        self.finish(reason, now_ms)
+                    }
+                    _ => self.advance(goals, now_ms),
+                }
+            }
             TurnOutcome::Interrupted => Decision::Suspend,
-            TurnOutcome::Cancelled => self.finish(StopReason::StoppedByUser),
-            TurnOutcome::StormBroken => self.finish(StopReason::StormBroken),
-            TurnOutcome::Failed => self.finish(StopReason::TurnFailed(
-                last_turn
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "the turn failed without saying why".to_owned()),
-            )),
+            // The wall-clock budget ends a turn that outlives it by cancelling it.
+            TurnOutcome::Cancelled if self.wall_clock_spent(now_ms) => {
+                self.finish(StopReason::BudgetSpent, now_ms)
+            }
+            TurnOutcome::Cancelled => self.finish(StopReason::StoppedByUser, now_ms),
+            TurnOutcome::StormBroken => self.finish(StopReason::StormBroken, now_ms),
+            TurnOutcome::Failed => self.finish(
+                StopReason::TurnFailed(
+                    last_turn
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| "the turn failed without saying why".to_owned()),
+                ),
+                now_ms,
+            ),
         }
+    }
+
+    /// Before a cycle's turn, once the checks of goals checked meanwhile have run: a loop whose
+    /// goals are all done and verified ends here, without spending a turn on nothing.
+    pub fn before_turn(&mut self, goals: &GoalList, now_ms: u64) -> Option<Decision> {
+        if !self.running || !self.is_complete(goals) {
+            return None;
+        }
+        // The cycle was counted when it was decided; it never ran.
+        self.cycle = self.cycle.saturating_sub(1);
+        Some(self.finish(StopReason::AllDone, now_ms))
     }
 
     /// Ends a running loop from outside (`/goal off`); false when none was running. A turn in
     /// flight still reports to `next`, which then answers `Stop` with this reason.
     pub fn stop(&mut self, reason: StopReason) -> bool {
+        self.stop_at(reason, now_ms())
+    }
+
+    pub fn stop_at(&mut self, reason: StopReason, now_ms: u64) -> bool {
         if !self.running {
             return false;
         }
-        self.running = false;
-        self.stop_reason = Some(reason);
+        self.finish(reason, now_ms);
         true
     }
 
-    fn advance(&mut self, goals: &crate::goals::GoalList) -> Decision {
-        if goals.left_count() == 0 {
-            return self.finish(StopReason::AllDone);
+    /// The verified goals that are checked and have not passed their check in this loop.
+    pub fn pending_checks<'a>(&self, goals: &'a GoalList) -> Vec<&'a Goal> {
+        goals
+            .items
+            .iter()
+            .filter(|goal| goal.done && goal.verify.is_some())
+            .filter(|goal| !self.passed_checks.contains(&goal.text))
+            .collect()
+    }
+
+    pub fn check_passed(&mut self, goal: &str) {
+        if self.passed_checks.len() >= MAX_PASSED_CHECKS {
+            self.passed_checks.remove(0);
         }
-        if self.budget_spent() {
-            return self.finish(StopReason::BudgetSpent);
+        self.passed_checks.push(goal.to_owned());
+    }
+
+    pub fn check_failed(&mut self, failure: CheckFailure) {
+        self.failed_checks
+            .retain(|known| known.goal != failure.goal);
+        if self.failed_checks.len() >= MAX_REPORTED_CHECKS {
+            self.failed_checks.remove(0);
+        }
+        self.failed_checks.push(failure);
+    }
+
+    /// Every box is checked and every verified one passed its check.
+    pub fn is_complete(&self, goals: &GoalList) -> bool {
+        goals.left_count() == 0 && self.pending_checks(goals).is_empty()
+    }
+
+    /// When the wall-clock budget runs out, in ms since the epoch.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        self.hours_budget
+            .map(|hours| self.started_at_ms.saturating_add(hours_to_ms(hours)))
+    }
+
+    /// Wall-clock ms the loop ran (to its end, once it ended).
+    pub fn elapsed_ms(&self, now_ms: u64) -> u64 {
+        if self.started_at_ms == 0 {
+            return 0;
+        }
+        self.ended_at_ms
+            .unwrap_or(now_ms)
+            .saturating_sub(self.started_at_ms)
+    }
+
+    pub fn tokens_left(&self) -> Option<u64> {
+        self.token_budget
+            .map(|budget| budget.saturating_sub(self.tokens_used))
+    }
+
+    pub fn cost_left(&self) -> Option<f64> {
+        self.cost_budget
+            .map(|budget| (budget - self.cost_used).max(0.0))
+    }
+
+    pub fn ms_left(&self, now_ms: u64) -> Option<u64> {
+        self.deadline_ms()
+            .map(|deadline| deadline.saturating_sub(self.ended_at_ms.unwrap_or(now_ms)))
+    }
+
+    /// The machine-readable state; `awaiting_approval` when a running loop's turn waits for one.
+    pub fn state(&self, awaiting_approval: bool) -> GoalState {
+        match &self.stop_reason {
+            _ if self.running && awaiting_approval => GoalState::AwaitingApproval,
+            _ if self.running => GoalState::Running,
+            Some(reason) => reason.state(),
+            None => GoalState::Idle,
+        }
+    }
+
+    fn advance(&mut self, goals: &GoalList, now_ms: u64) -> Decision {
+        if self.is_complete(goals) {
+            return self.finish(StopReason::AllDone, now_ms);
+        }
+        if self.budget_spent(now_ms) {
+            return self.finish(StopReason::BudgetSpent, now_ms);
         }
         if self.cycle >= self.cap {
-            return self.finish(StopReason::CapReached);
+            return self.finish(StopReason::CapReached, now_ms);
         }
         self.cycle += 1;
+        self.done_at_cycle_start = goals.done_count();
         Decision::Continue { cycle: self.cycle }
     }
 
-    fn budget_spent(&self) -> bool {
+    /// Notes whether the cycle made progress and which calls failed, and says whether the loop
+    /// is stuck: the same failure in several cycles in a row (a storm), or no progress at all.
+    fn observe_cycle(&mut self, goals: &GoalList, turn: &TurnSummary) -> Option<StopReason> {
+        let mut failing: Vec<RepeatedFailure> = Vec::new();
+        for call in turn.calls.iter().filter(|call| call.failed) {
+            let arguments = normalise_arguments(&call.arguments);
+            let same = |known: &&RepeatedFailure| {
+                known.tool == call.tool
+                    && known.arguments == arguments
+                    && known.output == call.output
+            };
+            if failing.iter().any(|known| same(&known)) || failing.len() >= MAX_FOLLOWED_FAILURES {
+                continue;
+            }
+            let before = self
+                .failing_calls
+                .iter()
+                .find(same)
+                .map_or(0, |known| known.cycles);
+            failing.push(RepeatedFailure {
+                tool: call.tool.clone(),
+                arguments,
+                output: call.output.clone(),
+                cycles: before + 1,
+            });
+        }
+        self.failing_calls = failing;
+        if let Some(storm) = self
+            .failing_calls
+            .iter()
+            .find(|failure| failure.cycles >= STALL_LIMIT)
+        {
+            self.explanation = Some(storm_explanation(storm));
+            return Some(StopReason::StormBroken);
+        }
+
+        let progress = goals.done_count() > self.done_at_cycle_start || turn.files_changed;
+        if progress {
+            self.idle_cycles = 0;
+            self.idle_attempts.clear();
+            return None;
+        }
+        self.idle_cycles += 1;
+        if self.idle_attempts.len() >= STALL_LIMIT as usize {
+            self.idle_attempts.remove(0);
+        }
+        self.idle_attempts
+            .push(format!("cycle {}: {}", self.cycle, attempt_text(turn)));
+        if self.idle_cycles < STALL_LIMIT {
+            return None;
+        }
+        self.explanation = Some(stall_explanation(&self.idle_attempts, goals));
+        Some(StopReason::Stalled)
+    }
+
+    fn wall_clock_spent(&self, now_ms: u64) -> bool {
+        self.deadline_ms()
+            .is_some_and(|deadline| now_ms >= deadline)
+    }
+
+    fn budget_spent(&self, now_ms: u64) -> bool {
         self.token_budget
             .is_some_and(|budget| self.tokens_used >= budget)
             || self
                 .cost_budget
                 .is_some_and(|budget| self.cost_used >= budget)
+            || self.wall_clock_spent(now_ms)
     }
 
-    fn finish(&mut self, reason: StopReason) -> Decision {
+    fn finish(&mut self, reason: StopReason, now_ms: u64) -> Decision {
         self.running = false;
+        self.ended_at_ms = Some(now_ms);
+        if !matches!(reason, StopReason::Stalled | StopReason::StormBroken) {
+            self.explanation = None;
+        }
         self.stop_reason = Some(reason.clone());
         Decision::Stop(reason)
     }
 
     /// The plain-language account of a loop, for the final event and message: why it ended,
     /// which goals are left, and what it used.
-    pub fn summary(&self, goals: &crate::goals::GoalList) -> String {
+    pub fn summary(&self, goals: &GoalList) -> String {
         let total = goals.items.len();
         let cycles = plural(self.cycle, "cycle");
         let mut text = match &self.stop_reason {
-            None if self.running => {
+            _ if self.running => {
                 format!("Goal loop running: cycle {} of {}.", self.cycle, self.cap)
             }
             None => "Goal loop not started.".to_owned(),
@@ -277,20 +568,132 @@ impl LoopState {
             StopReason::CapReached => {
                 format!("it reached its cap of {}", plural(self.cap, "cycle"))
             }
+            StopReason::StormBroken if self.explanation.is_some() => {
+                format!("the same call failed the same way in {STALL_LIMIT} cycles in a row")
+            }
             StopReason::StormBroken => {
                 "the storm-breaker stopped a turn that kept repeating a failing tool call"
                     .to_owned()
+            }
+            StopReason::Stalled => {
+                format!("{STALL_LIMIT} cycles in a row checked no box and changed no file")
             }
             StopReason::BudgetSpent => match (self.token_budget, self.cost_budget) {
                 (Some(budget), _) if self.tokens_used >= budget => {
                     format!("its budget of {budget} tokens is spent")
                 }
-                (_, Some(budget)) => format!("its budget of {} is spent", dollars(budget)),
-                _ => "its budget is spent".to_owned(),
+                (_, Some(budget)) if self.cost_used >= budget => {
+                    format!("its budget of {} is spent", dollars(budget))
+                }
+                _ => match self.hours_budget {
+                    Some(hours) => {
+                        format!("its wall-clock budget of {} is spent", hours_text(hours))
+                    }
+                    None => "its budget is spent".to_owned(),
+                },
             },
             StopReason::StoppedByUser => "the user stopped it".to_owned(),
             StopReason::TurnFailed(error) => format!("a turn failed: {error}"),
         }
+    }
+}
+
+fn hours_to_ms(hours: f64) -> u64 {
+    let ms = hours * 3_600_000.0;
+    if ms.is_finite() && ms > 0.0 {
+        // Saturates for absurd budgets, which is what they mean.
+        ms as u64
+    } else {
+        0
+    }
+}
+
+fn hours_text(hours: f64) -> String {
+    if hours >= 1.0 {
+        format!("{hours} h")
+    } else {
+        format!("{} s", (hours * 3600.0).round())
+    }
+}
+
+/// What the model did in a cycle, in one line: its calls and the start of its answer.
+fn attempt_text(turn: &TurnSummary) -> String {
+    let mut parts: Vec<String> = turn
+        .calls
+        .iter()
+        .take(6)
+        .map(|call| {
+            let outcome = if call.failed { " (failed)" } else { "" };
+            format!(
+                "{} {}{outcome}",
+                call.tool,
+                shorten(&normalise_arguments(&call.arguments), 80)
+            )
+        })
+        .collect();
+    if turn.calls.len() > 6 {
+        parts.push(format!("{} more calls", turn.calls.len() - 6));
+    }
+    let calls = if parts.is_empty() {
+        "called no tool".to_owned()
+    } else {
+        format!("called {}", parts.join(", "))
+    };
+    let answer = turn.answer.split_whitespace().collect::<Vec<_>>().join(" ");
+    if answer.is_empty() {
+        calls
+    } else {
+        format!("{calls}; said \"{}\"", shorten(&answer, 160))
+    }
+}
+
+fn stall_explanation(attempts: &[String], goals: &GoalList) -> String {
+    let mut text = format!(
+        "I stopped the goal loop: {STALL_LIMIT} cycles in a row checked no box in goals.md and \
+         changed no file, so more cycles would only spend tokens. What I tried:\n"
+    );
+    for attempt in attempts {
+        text.push_str(&format!("- {attempt}\n"));
+    }
+    let mut left = goals.unchecked().peekable();
+    if left.peek().is_some() {
+        text.push_str("Still open:\n");
+        for goal in left.take(10) {
+            text.push_str(&format!("- {}\n", goal.text));
+        }
+    }
+    text.push_str(
+        "Could you say what blocks these goals, split them into smaller ones, or check a box \
+         yourself if it is done? Then start the loop again.",
+    );
+    text
+}
+
+fn storm_explanation(storm: &RepeatedFailure) -> String {
+    format!(
+        "I stopped the goal loop: `{}` failed the same way in {} cycles in a row, called the \
+         same way each time, so another cycle would not help.\n\nThe call: {} {}\nWhat it \
+         returned:\n{}\n\nCould you fix what blocks it (a missing file or tool, a command that \
+         needs other permissions, a goal I misread)? Then start the loop again.",
+        storm.tool,
+        storm.cycles,
+        storm.tool,
+        shorten(&storm.arguments, 600),
+        shorten(&storm.output, 1200)
+    )
+}
+
+/// Arguments that differ only in JSON formatting are the same call.
+fn normalise_arguments(arguments: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .map(|value| value.to_string())
+        .unwrap_or_else(|_| arguments.trim().to_owned())
+}
+
+fn shorten(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 
@@ -326,6 +729,9 @@ mod tests {
             },
             cost: 0.01,
             error: None,
+            files_changed: true,
+            calls: Vec::new(),
+            answer: String::new(),
         }
     }
 
@@ -344,18 +750,21 @@ mod tests {
     fn a_loop_continues_cycle_by_cycle_and_stops_when_every_box_is_checked() {
         let mut state = LoopState::default();
         assert_eq!(state.cap, 20);
-        assert_eq!(state.start(&goals(0, 3)), Decision::Continue { cycle: 1 });
+        assert_eq!(
+            state.start(&goals(0, 3), 0),
+            Decision::Continue { cycle: 1 }
+        );
         let completed = turn(TurnOutcome::Completed);
         assert_eq!(
-            state.next(&goals(1, 2), &completed),
+            state.next(&goals(1, 2), &completed, 0),
             Decision::Continue { cycle: 2 }
         );
         assert_eq!(
-            state.next(&goals(2, 1), &completed),
+            state.next(&goals(2, 1), &completed, 0),
             Decision::Continue { cycle: 3 }
         );
         assert_eq!(
-            state.next(&goals(3, 0), &completed),
+            state.next(&goals(3, 0), &completed, 0),
             Decision::Stop(StopReason::AllDone)
         );
         assert!(!state.running);
@@ -369,12 +778,12 @@ mod tests {
     fn a_loop_with_nothing_left_stops_before_its_first_cycle() {
         let mut state = LoopState::default();
         assert_eq!(
-            state.start(&goals(2, 0)),
+            state.start(&goals(2, 0), 0),
             Decision::Stop(StopReason::AllDone)
         );
         assert_eq!(state.cycle, 0);
         assert_eq!(
-            state.start(&goals(0, 0)),
+            state.start(&goals(0, 0), 0),
             Decision::Stop(StopReason::AllDone)
         );
         assert!(state.summary(&goals(0, 0)).contains("lists no goals"));
@@ -388,17 +797,17 @@ mod tests {
         };
         let open = goals(0, 2);
         let completed = turn(TurnOutcome::Completed);
-        assert_eq!(state.start(&open), Decision::Continue { cycle: 1 });
+        assert_eq!(state.start(&open, 0), Decision::Continue { cycle: 1 });
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Continue { cycle: 2 }
         );
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Continue { cycle: 3 }
         );
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Stop(StopReason::CapReached)
         );
         assert_eq!(state.cycle, 3);
@@ -415,9 +824,9 @@ mod tests {
             cap: 1,
             ..LoopState::default()
         };
-        state.start(&goals(0, 1));
+        state.start(&goals(0, 1), 0);
         assert_eq!(
-            state.next(&goals(1, 0), &turn(TurnOutcome::Completed)),
+            state.next(&goals(1, 0), &turn(TurnOutcome::Completed), 0),
             Decision::Stop(StopReason::AllDone)
         );
     }
@@ -425,9 +834,9 @@ mod tests {
     #[test]
     fn the_storm_breaker_stops_the_loop() {
         let mut state = LoopState::default();
-        state.start(&goals(0, 1));
+        state.start(&goals(0, 1), 0);
         assert_eq!(
-            state.next(&goals(0, 1), &turn(TurnOutcome::StormBroken)),
+            state.next(&goals(0, 1), &turn(TurnOutcome::StormBroken), 0),
             Decision::Stop(StopReason::StormBroken)
         );
         assert!(state.summary(&goals(0, 1)).contains("storm-breaker"));
@@ -440,14 +849,14 @@ mod tests {
             ..LoopState::default()
         };
         let open = goals(0, 1);
-        state.start(&open);
+        state.start(&open, 0);
         let completed = turn(TurnOutcome::Completed);
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Continue { cycle: 2 }
         );
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Stop(StopReason::BudgetSpent)
         );
         assert_eq!(state.tokens_used, 2400);
@@ -465,17 +874,17 @@ mod tests {
             ..LoopState::default()
         };
         let open = goals(0, 1);
-        state.start(&open);
+        state.start(&open, 0);
         let completed = TurnSummary {
             cost: 0.03,
             ..turn(TurnOutcome::Completed)
         };
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Continue { cycle: 2 }
         );
         assert_eq!(
-            state.next(&open, &completed),
+            state.next(&open, &completed, 0),
             Decision::Stop(StopReason::BudgetSpent)
         );
         let summary = state.summary(&open);
@@ -500,12 +909,12 @@ mod tests {
     fn goal_off_during_a_turn_stops_with_the_users_reason() {
         let mut state = LoopState::default();
         let open = goals(0, 1);
-        state.start(&open);
+        state.start(&open, 0);
         assert!(state.stop(StopReason::StoppedByUser));
         assert!(!state.stop(StopReason::StoppedByUser), "already stopped");
         // The cancelled turn still reports, and its tokens still count.
         assert_eq!(
-            state.next(&open, &turn(TurnOutcome::Cancelled)),
+            state.next(&open, &turn(TurnOutcome::Cancelled), 0),
             Decision::Stop(StopReason::StoppedByUser)
         );
         assert_eq!(state.tokens_used, 1200);
@@ -515,9 +924,9 @@ mod tests {
     #[test]
     fn cancelling_the_loops_turn_stops_the_loop() {
         let mut state = LoopState::default();
-        state.start(&goals(0, 1));
+        state.start(&goals(0, 1), 0);
         assert_eq!(
-            state.next(&goals(0, 1), &turn(TurnOutcome::Cancelled)),
+            state.next(&goals(0, 1), &turn(TurnOutcome::Cancelled), 0),
             Decision::Stop(StopReason::StoppedByUser)
         );
     }
@@ -525,14 +934,14 @@ mod tests {
     #[test]
     fn a_failed_turn_stops_the_loop_with_its_error() {
         let mut state = LoopState::default();
-        state.start(&goals(0, 1));
+        state.start(&goals(0, 1), 0);
         let failed = TurnSummary {
             error: Some("provider answered 401: invalid key".to_owned()),
             ..turn(TurnOutcome::Failed)
         };
         let reason = StopReason::TurnFailed("provider answered 401: invalid key".to_owned());
         assert_eq!(
-            state.next(&goals(0, 1), &failed),
+            state.next(&goals(0, 1), &failed, 0),
             Decision::Stop(reason.clone())
         );
         assert!(
@@ -541,9 +950,9 @@ mod tests {
                 .contains("a turn failed: provider answered 401: invalid key")
         );
         let mut other = LoopState::default();
-        other.start(&goals(0, 1));
+        other.start(&goals(0, 1), 0);
         assert!(matches!(
-            other.next(&goals(0, 1), &turn(TurnOutcome::Failed)),
+            other.next(&goals(0, 1), &turn(TurnOutcome::Failed), 0),
             Decision::Stop(StopReason::TurnFailed(error)) if !error.is_empty()
         ));
     }
@@ -558,14 +967,14 @@ mod tests {
             token_budget: Some(1_000_000),
             ..LoopState::default()
         };
-        state.start(&open);
-        state.next(&open, &turn(TurnOutcome::Completed));
+        state.start(&open, 0);
+        state.next(&open, &turn(TurnOutcome::Completed), 0);
         state.save(&path).unwrap();
 
         // SIGTERM during cycle 2: the turn ends interrupted.
         let mut state = LoopState::load(&path).unwrap();
         assert_eq!(
-            state.next(&open, &turn(TurnOutcome::Interrupted)),
+            state.next(&open, &turn(TurnOutcome::Interrupted), 0),
             Decision::Suspend
         );
         assert!(state.running);
@@ -574,7 +983,7 @@ mod tests {
         let mut restarted = LoopState::load(&path).unwrap();
         assert_eq!(restarted, state);
         assert_eq!(
-            restarted.resume(&open),
+            restarted.resume(&open, 0),
             Some(Decision::Continue { cycle: 3 })
         );
         assert_eq!(restarted.tokens_used, 2400);
@@ -583,21 +992,31 @@ mod tests {
 
         // kill -9 during cycle 3: nothing reported; the restart goes on at 4, then hits the cap.
         let mut crashed = LoopState::load(&path).unwrap();
-        assert_eq!(crashed.resume(&open), Some(Decision::Continue { cycle: 4 }));
-        assert_eq!(crashed.resume(&open), Some(Decision::Continue { cycle: 5 }));
         assert_eq!(
-            crashed.resume(&open),
+            crashed.resume(&open, 0),
+            Some(Decision::Continue { cycle: 4 })
+        );
+        assert_eq!(
+            crashed.resume(&open, 0),
+            Some(Decision::Continue { cycle: 5 })
+        );
+        assert_eq!(
+            crashed.resume(&open, 0),
             Some(Decision::Stop(StopReason::CapReached))
         );
-        assert_eq!(crashed.resume(&open), None, "a stopped loop is not resumed");
+        assert_eq!(
+            crashed.resume(&open, 0),
+            None,
+            "a stopped loop is not resumed"
+        );
     }
 
     #[test]
     fn goals_checked_while_the_daemon_was_down_finish_the_loop_on_resume() {
         let mut state = LoopState::default();
-        state.start(&goals(0, 1));
+        state.start(&goals(0, 1), 0);
         assert_eq!(
-            state.resume(&goals(1, 0)),
+            state.resume(&goals(1, 0), 0),
             Some(Decision::Stop(StopReason::AllDone))
         );
     }
@@ -647,12 +1066,266 @@ mod tests {
     #[test]
     fn a_nonsensical_cost_is_not_counted() {
         let mut state = LoopState::default();
-        state.start(&goals(0, 1));
+        state.start(&goals(0, 1), 0);
         let odd = TurnSummary {
             cost: f64::NAN,
             ..turn(TurnOutcome::Completed)
         };
-        state.next(&goals(0, 1), &odd);
+        state.next(&goals(0, 1), &odd, 0);
         assert_eq!(state.cost_used, 0.0);
+    }
+
+    fn idle(answer: &str) -> TurnSummary {
+        TurnSummary {
+            files_changed: false,
+            answer: answer.to_owned(),
+            ..turn(TurnOutcome::Completed)
+        }
+    }
+
+    fn failing(tool: &str, arguments: &str, output: &str) -> CallRecord {
+        CallRecord {
+            tool: tool.to_owned(),
+            arguments: arguments.to_owned(),
+            output: output.to_owned(),
+            failed: true,
+        }
+    }
+
+    #[test]
+    fn three_cycles_without_progress_stall_with_what_the_model_tried() {
+        let mut state = LoopState::default();
+        let open = goals(0, 2);
+        state.start(&open, 0);
+        assert_eq!(state.state(false), GoalState::Running);
+        assert_eq!(state.state(true), GoalState::AwaitingApproval);
+        assert_eq!(
+            state.next(&open, &idle("Looking."), 0),
+            Decision::Continue { cycle: 2 }
+        );
+        let read = TurnSummary {
+            calls: vec![CallRecord {
+                tool: "read_file".to_owned(),
+                arguments: r#"{"path": "src/lib.rs"}"#.to_owned(),
+                output: "1:abc fn main() {}".to_owned(),
+                failed: false,
+            }],
+            ..idle("Still looking.")
+        };
+        assert_eq!(state.next(&open, &read, 0), Decision::Continue { cycle: 3 });
+        assert_eq!(
+            state.next(&open, &idle("I am not sure what to do."), 0),
+            Decision::Stop(StopReason::Stalled)
+        );
+        assert_eq!(state.state(false), GoalState::Stalled);
+        let explanation = state.explanation.clone().unwrap();
+        assert!(explanation.contains("3 cycles in a row"), "{explanation}");
+        assert!(
+            explanation.contains(
+                r#"cycle 2: called read_file {"path":"src/lib.rs"}; said "Still looking.""#
+            ),
+            "{explanation}"
+        );
+        assert!(
+            explanation.contains("Still open:\n- open 0\n- open 1\n"),
+            "{explanation}"
+        );
+        assert!(
+            state
+                .summary(&open)
+                .contains("3 cycles in a row checked no box and changed no file"),
+            "{}",
+            state.summary(&open)
+        );
+    }
+
+    #[test]
+    fn a_checked_box_or_a_changed_file_is_progress_and_resets_the_stall_count() {
+        let mut state = LoopState::default();
+        state.start(&goals(0, 3), 0);
+        state.next(&goals(0, 3), &idle(""), 0);
+        state.next(&goals(0, 3), &idle(""), 0);
+        // A box checked: progress.
+        assert_eq!(
+            state.next(&goals(1, 2), &idle(""), 0),
+            Decision::Continue { cycle: 4 }
+        );
+        assert_eq!(state.idle_cycles, 0);
+        state.next(&goals(1, 2), &idle(""), 0);
+        state.next(&goals(1, 2), &idle(""), 0);
+        // A file changed: progress too.
+        let edited = TurnSummary {
+            files_changed: true,
+            ..idle("")
+        };
+        assert_eq!(
+            state.next(&goals(1, 2), &edited, 0),
+            Decision::Continue { cycle: 7 }
+        );
+        assert_eq!(state.idle_cycles, 0);
+    }
+
+    #[test]
+    fn the_same_failure_in_three_cycles_in_a_row_is_a_storm() {
+        let mut state = LoopState::default();
+        let open = goals(0, 1);
+        state.start(&open, 0);
+        let cycle = |arguments: &str| TurnSummary {
+            files_changed: true,
+            calls: vec![
+                failing("bash", arguments, "make: *** No rule to make target"),
+                failing("bash", arguments, "make: *** No rule to make target"),
+            ],
+            ..turn(TurnOutcome::Completed)
+        };
+        assert_eq!(
+            state.next(&open, &cycle(r#"{"command":"make"}"#), 0),
+            Decision::Continue { cycle: 2 }
+        );
+        // The same call, formatted differently, is the same call.
+        assert_eq!(
+            state.next(&open, &cycle(r#"{ "command": "make" }"#), 0),
+            Decision::Continue { cycle: 3 }
+        );
+        assert_eq!(state.failing_calls[0].cycles, 2, "counted once per cycle");
+        assert_eq!(
+            state.next(&open, &cycle(r#"{"command":"make"}"#), 0),
+            Decision::Stop(StopReason::StormBroken)
+        );
+        assert_eq!(state.state(false), GoalState::Storm);
+        let explanation = state.explanation.clone().unwrap();
+        assert!(
+            explanation.contains("`bash` failed the same way in 3 cycles"),
+            "{explanation}"
+        );
+        assert!(
+            explanation.contains("No rule to make target"),
+            "{explanation}"
+        );
+
+        // A different failure in between starts the count again.
+        let mut other = LoopState::default();
+        other.start(&open, 0);
+        other.next(&open, &cycle(r#"{"command":"make"}"#), 0);
+        other.next(&open, &cycle(r#"{"command":"make all"}"#), 0);
+        assert_eq!(
+            other.next(&open, &cycle(r#"{"command":"make"}"#), 0),
+            Decision::Continue { cycle: 4 }
+        );
+    }
+
+    #[test]
+    fn a_verified_goal_is_complete_only_once_its_check_passed() {
+        let checked =
+            GoalList::parse("- [x] the tests pass (verify: cargo test -q)\n- [x] plain\n");
+        let mut state = LoopState::default();
+        assert_eq!(state.start(&checked, 0), Decision::Continue { cycle: 1 });
+        let pending: Vec<&str> = state
+            .pending_checks(&checked)
+            .iter()
+            .map(|goal| goal.text.as_str())
+            .collect();
+        assert_eq!(pending, ["the tests pass (verify: cargo test -q)"]);
+        assert_eq!(state.before_turn(&checked, 0), None);
+
+        state.check_failed(CheckFailure {
+            goal: "the tests pass (verify: cargo test -q)".to_owned(),
+            command: "cargo test -q".to_owned(),
+            output: "test foo ... FAILED".to_owned(),
+        });
+        assert_eq!(state.failed_checks.len(), 1);
+        state.check_passed("the tests pass (verify: cargo test -q)");
+        assert!(state.is_complete(&checked));
+        // Nothing left before the turn: done without spending it, and the cycle is not counted.
+        assert_eq!(
+            state.before_turn(&checked, 0),
+            Some(Decision::Stop(StopReason::AllDone))
+        );
+        assert_eq!(state.cycle, 0);
+        assert_eq!(state.state(false), GoalState::Complete);
+    }
+
+    #[test]
+    fn a_wall_clock_budget_stops_between_cycles_and_ends_a_cancelled_turn_as_spent() {
+        let hour = 3_600_000;
+        let mut state = LoopState {
+            hours_budget: Some(1.0),
+            ..LoopState::default()
+        };
+        let open = goals(0, 1);
+        state.start(&open, 10 * hour);
+        assert_eq!(state.deadline_ms(), Some(11 * hour));
+        assert_eq!(state.ms_left(10 * hour + 1000), Some(hour - 1000));
+        assert_eq!(
+            state.next(&open, &turn(TurnOutcome::Completed), 10 * hour + 5),
+            Decision::Continue { cycle: 2 }
+        );
+        assert_eq!(
+            state.next(&open, &turn(TurnOutcome::Completed), 11 * hour),
+            Decision::Stop(StopReason::BudgetSpent)
+        );
+        assert_eq!(state.state(false), GoalState::BudgetExhausted);
+        assert!(
+            state.summary(&open).contains("wall-clock budget of 1 h"),
+            "{}",
+            state.summary(&open)
+        );
+        assert_eq!(
+            state.elapsed_ms(20 * hour),
+            hour,
+            "the clock stops with the loop"
+        );
+
+        // The watchdog cancels a turn that outlives the budget: that is no user's stop.
+        let mut cancelled = LoopState {
+            hours_budget: Some(1.0),
+            ..LoopState::default()
+        };
+        cancelled.start(&open, 0);
+        assert_eq!(
+            cancelled.next(&open, &turn(TurnOutcome::Cancelled), hour),
+            Decision::Stop(StopReason::BudgetSpent)
+        );
+        let mut by_user = LoopState {
+            hours_budget: Some(1.0),
+            ..LoopState::default()
+        };
+        by_user.start(&open, 0);
+        assert_eq!(
+            by_user.next(&open, &turn(TurnOutcome::Cancelled), hour - 1),
+            Decision::Stop(StopReason::StoppedByUser)
+        );
+    }
+
+    #[test]
+    fn every_stop_reason_has_its_state_and_a_running_loop_its_own() {
+        let cases = [
+            (StopReason::AllDone, GoalState::Complete),
+            (StopReason::CapReached, GoalState::Capped),
+            (StopReason::BudgetSpent, GoalState::BudgetExhausted),
+            (StopReason::Stalled, GoalState::Stalled),
+            (StopReason::StormBroken, GoalState::Storm),
+            (StopReason::StoppedByUser, GoalState::Stopped),
+            (StopReason::TurnFailed("x".to_owned()), GoalState::Failed),
+        ];
+        for (reason, expected) in cases {
+            assert_eq!(reason.state(), expected);
+            assert!(expected.is_final());
+        }
+        assert_eq!(LoopState::default().state(false), GoalState::Idle);
+    }
+
+    #[test]
+    fn tokens_and_cost_left_are_what_the_budget_has_not_used() {
+        let state = LoopState {
+            token_budget: Some(1000),
+            cost_budget: Some(1.0),
+            tokens_used: 1200,
+            cost_used: 0.25,
+            ..LoopState::default()
+        };
+        assert_eq!(state.tokens_left(), Some(0));
+        assert_eq!(state.cost_left(), Some(0.75));
+        assert_eq!(LoopState::default().tokens_left(), None);
     }
 }

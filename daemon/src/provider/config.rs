@@ -13,6 +13,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use super::goal_hooks::{GoalDefaults, Hooks};
 use super::profile::{EditTools, Pricing, Profile, ProviderKind, ReasoningHistory, ResolvedKey};
 use super::retry::CallLimits;
 use super::{Headers, builtin};
@@ -27,6 +28,8 @@ pub struct Config {
     default_profile: Option<String>,
     profiles: BTreeMap<String, Profile>,
     policy: Policy,
+    goal: GoalDefaults,
+    hooks: Hooks,
 }
 
 /// What the user allows beyond the defaults.
@@ -98,6 +101,8 @@ impl Default for Config {
             default_profile: None,
             profiles: builtin::profiles().collect(),
             policy: Policy::default(),
+            goal: GoalDefaults::default(),
+            hooks: Hooks::default(),
         }
     }
 }
@@ -128,11 +133,24 @@ impl Config {
         config.profiles.extend(file.profiles);
         config.default_profile = file.default_profile;
         config.policy = file.policy;
+        config.goal = file.goal;
+        config.hooks = file.hooks;
         config.validate(path)?;
         Ok(config)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |field: String, reason: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            field,
+            reason,
+        };
+        if let Some((field, reason)) = self.goal.problem() {
+            return Err(invalid(field.to_owned(), reason));
+        }
+        if let Some((field, reason)) = self.hooks.problem() {
+            return Err(invalid(field, reason));
+        }
         if let Some(name) = &self.default_profile
             && !self.profiles.contains_key(name)
         {
@@ -194,6 +212,16 @@ impl Config {
         &self.policy
     }
 
+    /// The cap and budgets a goal loop gets unless `goal on` says otherwise.
+    pub fn goal_defaults(&self) -> &GoalDefaults {
+        &self.goal
+    }
+
+    /// The commands run on session events.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
     /// Every API key value in force, from config.json or the environment, so tools can redact
     /// them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
@@ -251,6 +279,10 @@ struct ConfigFile {
     profiles: BTreeMap<String, Profile>,
     #[serde(default)]
     policy: Policy,
+    #[serde(default)]
+    goal: GoalDefaults,
+    #[serde(default)]
+    hooks: Hooks,
 }
 
 /// A profile as the file writes it: every field optional, because an override of a built-in

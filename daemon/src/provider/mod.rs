@@ -5,6 +5,7 @@
 mod builtin;
 mod client;
 mod config;
+mod goal_hooks;
 pub mod pool;
 mod profile;
 mod quirks;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use client::Provider;
 pub use config::{Config, ConfigError};
+pub use goal_hooks::{GoalDefaults, HookEvent, Hooks, MAX_VERIFY_TIMEOUT_SECS};
 
 /// cwcode's own name on every request, and never another product's (SPEC §10).
 const USER_AGENT: &str = concat!("cwcode/", env!("CARGO_PKG_VERSION"));

@@ -321,6 +321,7 @@ fn doctor(daemon: &Daemon, sandbox: SandboxReport) -> DoctorReport {
         sandbox,
         session_problems: daemon.sessions.problems(),
         config_key_exposed,
+        hook_failures: daemon.sessions.hook_failures(),
     }
 }
 

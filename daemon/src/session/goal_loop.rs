@@ -1,19 +1,31 @@
 //! The goal loop in a session (SPEC §1, §5): consecutive turns, each prompted with the
-//! unchecked goals of `goals.md`, until every box is checked or a limit stops it. The loop's
-//! state lives on disk, so a restarted daemon resumes it at the next cycle.
+//! unchecked goals of `goals.md`, until every box is checked (and every verified box passed its
+//! check) or a limit stops it: the cap, a token, cost or wall-clock budget, a stall, a storm. The
+//! loop's state lives on disk, so a restarted daemon resumes it at the next cycle.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use cwcode_protocol::{EventKind, GoalItem, GoalStartParams, GoalStatus};
+use cwcode_protocol::{
+    EventKind, GoalItem, GoalProgress, GoalStartParams, GoalStatus, TurnOutcome,
+};
 
+use crate::agent::history::Conversation;
 use crate::agent::{self, TurnEnv};
-use crate::goals::{self, Decision, GoalList, LoopState, StopReason, TurnSummary};
+use crate::goals::state::now_ms;
+use crate::goals::{
+    self, CallRecord, CheckFailure, Decision, GoalList, LoopState, StopReason, TurnSummary,
+};
+use crate::journal::Journal;
 
 use super::{Session, SessionError, Work, accounting};
-use crate::agent::history::Conversation;
 
 pub const GOALS_FILE: &str = "goals.md";
 const STATE_FILE: &str = "goal_loop.json";
+/// The most of a failed check's output the next cycle is shown, in bytes.
+const CHECK_OUTPUT_BYTES: usize = 4000;
+/// The most calls of one cycle looked at for stalls and storms.
+const MAX_CALLS_PER_CYCLE: usize = 200;
 
 pub fn state_path(session_dir: &Path) -> PathBuf {
     session_dir.join(STATE_FILE)
@@ -21,6 +33,53 @@ pub fn state_path(session_dir: &Path) -> PathBuf {
 
 fn goals_error(error: impl std::fmt::Display) -> SessionError {
     SessionError::Goals(error.to_string())
+}
+
+/// A budget given to `goal on` that cannot be one, said plainly.
+fn check_budgets(params: &GoalStartParams) -> Result<(), SessionError> {
+    let refuse = |text: &str| Err(SessionError::Goals(text.to_owned()));
+    if params.no_budget
+        && (params.token_budget.is_some()
+            || params.cost_budget.is_some()
+            || params.hours_budget.is_some())
+    {
+        return refuse(
+            "--no-budget cannot go with --tokens, --cost or --hours: give the budgets you want, \
+             or none at all",
+        );
+    }
+    if params.cap == Some(0) {
+        return refuse("the cap must be at least 1 cycle");
+    }
+    if params.token_budget == Some(0) {
+        return refuse("the token budget must be above 0 (or use --no-budget)");
+    }
+    if params
+        .cost_budget
+        .is_some_and(|cost| !cost.is_finite() || cost <= 0.0)
+    {
+        return refuse("the cost budget must be a positive amount, like 0.50");
+    }
+    if params
+        .hours_budget
+        .is_some_and(|hours| !hours.is_finite() || hours <= 0.0)
+    {
+        return refuse("the hours budget must be positive, like 8 or 0.5");
+    }
+    Ok(())
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, keeping its end (where a
+/// failing command says why) and marking the cut.
+fn tail_of(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[… {start} bytes cut]\n{}", &text[start..])
 }
 
 impl Session {
@@ -36,9 +95,26 @@ impl Session {
         state.save(&state_path(&self.dir)).map_err(goals_error)
     }
 
+    fn awaiting_approval(&self) -> bool {
+        self.approvals.pending() > 0
+    }
+
+    /// Where a running loop is, for `session/list`; `None` when none runs.
+    pub(super) fn goal_progress(&self) -> Option<GoalProgress> {
+        let awaiting = self.awaiting_approval();
+        let state = self.goal_state();
+        state.running.then(|| GoalProgress {
+            state: state.state(awaiting),
+            cycle: state.cycle,
+            cap: state.cap,
+        })
+    }
+
     pub fn goal_status(&self) -> Result<GoalStatus, SessionError> {
         let goals = self.goals()?;
+        let awaiting = self.awaiting_approval();
         let state = self.goal_state();
+        let now = now_ms();
         Ok(GoalStatus {
             running: state.running,
             cycle: state.cycle,
@@ -50,6 +126,7 @@ impl Session {
                 .map(|goal| GoalItem {
                     text: goal.text.clone(),
                     done: goal.done,
+                    verify: goal.verify.clone(),
                 })
                 .collect(),
             done: goals.done_count(),
@@ -58,9 +135,16 @@ impl Session {
             cost_used: state.cost_used,
             token_budget: state.token_budget,
             cost_budget: state.cost_budget,
+            state: state.state(awaiting),
+            tokens_left: state.tokens_left(),
+            cost_left: state.cost_left(),
+            hours_budget: state.hours_budget,
+            seconds_used: state.elapsed_ms(now) / 1000,
+            seconds_left: state.ms_left(now).map(|ms| ms / 1000),
             stop_reason: state
                 .stop_reason
                 .as_ref()
+                .filter(|_| !state.running)
                 .map(|reason| state.reason_text(reason)),
             summary: state.summary(&goals),
         })
@@ -72,13 +156,18 @@ impl Session {
         self.goal_status()
     }
 
+    /// Starts the loop with the cap and budgets given, the others from config.json's `goal`
+    /// section: no loop runs without a budget unless `no_budget` says so.
     pub fn goal_start(&self, params: GoalStartParams) -> Result<GoalStatus, SessionError> {
-        if params.cost_budget.is_some() && self.prices().is_none() {
+        check_budgets(&params)?;
+        let prices = self.prices();
+        if params.cost_budget.is_some() && prices.is_none() {
             return Err(SessionError::Goals(format!(
                 "a cost budget needs prices: add \"pricing\" to profile `{}` in config.json, or use a token budget",
                 self.control().info.profile
             )));
         }
+        let defaults = self.shared.providers.config().goal_defaults().clone();
         let goals = self.goals()?;
         let decision = {
             let mut state = self.goal_state();
@@ -87,12 +176,21 @@ impl Session {
                     "the goal loop is already running: `goal status` shows where it is".to_owned(),
                 ));
             }
-            if let Some(cap) = params.cap {
-                state.cap = cap;
+            state.cap = params.cap.unwrap_or(defaults.cap);
+            if params.no_budget {
+                state.token_budget = None;
+                state.cost_budget = None;
+                state.hours_budget = None;
+            } else {
+                state.token_budget = params.token_budget.or(defaults.token_budget);
+                // A default cost budget means nothing to a profile without prices; the token
+                // and wall-clock budgets still bound the loop.
+                state.cost_budget = params
+                    .cost_budget
+                    .or(defaults.cost_budget.filter(|_| prices.is_some()));
+                state.hours_budget = params.hours_budget.or(defaults.hours_budget);
             }
-            state.token_budget = params.token_budget;
-            state.cost_budget = params.cost_budget;
-            let decision = state.start(&goals);
+            let decision = state.start(&goals, now_ms());
             self.save_goal_state(&state)?;
             decision
         };
@@ -130,16 +228,23 @@ impl Session {
     }
 
     fn announce_stop(&self, goals: &GoalList) -> Result<(), SessionError> {
-        let (reason, summary) = {
-            let state = self.goal_state();
+        let (reason, summary, state) = {
+            let mut state = self.goal_state();
+            if state.running || state.announced {
+                return Ok(());
+            }
+            state.announced = true;
             let reason = state
                 .stop_reason
                 .as_ref()
                 .map_or_else(String::new, |reason| state.reason_text(reason));
-            (reason, state.summary(goals))
+            (reason, state.summary(goals), state.state(false))
         };
-        self.log
-            .publish(EventKind::GoalLoopStopped { reason, summary })?;
+        self.log.publish(EventKind::GoalLoopStopped {
+            reason,
+            summary,
+            state,
+        })?;
         Ok(())
     }
 
@@ -148,7 +253,7 @@ impl Session {
         let goals = self.goals()?;
         let decision = {
             let mut state = self.goal_state();
-            let Some(decision) = state.resume(&goals) else {
+            let Some(decision) = state.resume(&goals, now_ms()) else {
                 return Ok(());
             };
             self.save_goal_state(&state)?;
@@ -158,22 +263,72 @@ impl Session {
         self.follow(decision, &goals)
     }
 
-    /// One cycle: a turn prompted with the open goals, then the decision about the next.
+    /// One cycle (see `goal_cycle`). A cycle that cannot go on ends the loop as failed, saying
+    /// why, instead of leaving it `running` with no cycle to come; a journal that refuses
+    /// events is the runner's to handle.
     pub(super) async fn run_goal_cycle(
         &self,
         env: &TurnEnv,
         conversation: &mut Conversation,
         cycle: u32,
     ) -> Result<(), SessionError> {
-        let goals = self.goals()?;
-        let cap = {
-            let state = self.goal_state();
-            if !state.running {
-                return Ok(());
+        let result = self.goal_cycle(env, conversation, cycle).await;
+        if let Err(error) = &result
+            && !matches!(error, SessionError::Journal(_))
+        {
+            self.control().goal_turn_running = false;
+            let stopped = {
+                let mut state = self.goal_state();
+                let stopped = state.stop(StopReason::TurnFailed(error.to_string()));
+                if stopped && let Err(error) = self.save_goal_state(&state) {
+                    tracing::error!(session = %self.id, %error, "cannot save the goal loop state");
+                }
+                stopped
+            };
+            let announced = match self.goals() {
+                Ok(goals) if stopped => self.announce_stop(&goals),
+                Ok(_) => Ok(()),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = announced {
+                tracing::error!(session = %self.id, %error, "cannot announce the goal loop's end");
             }
-            state.cap
+        }
+        result
+    }
+
+    /// One cycle: the checks of goals checked since the last, a turn prompted with the open
+    /// goals (and any failed check's output), the checks of what it checked, then the decision
+    /// about the next cycle.
+    async fn goal_cycle(
+        &self,
+        env: &TurnEnv,
+        conversation: &mut Conversation,
+        cycle: u32,
+    ) -> Result<(), SessionError> {
+        if !self.goal_state().running {
+            return Ok(());
+        }
+        // Boxes checked by hand, or before a restart, are checked before any turn is spent.
+        self.run_checks(env).await?;
+        let goals = self.goals()?;
+        let (cap, failed_checks, deadline) = {
+            let mut state = self.goal_state();
+            if !state.running {
+                // `goal off` while the checks ran.
+                drop(state);
+                return self.announce_stop(&goals);
+            }
+            if let Some(decision) = state.before_turn(&goals, now_ms()) {
+                self.save_goal_state(&state)?;
+                drop(state);
+                return self.follow(decision, &goals);
+            }
+            let failed = std::mem::take(&mut state.failed_checks);
+            self.save_goal_state(&state)?;
+            (state.cap, failed, state.deadline_ms())
         };
-        let prompt = goals::continuation_message(&goals, GOALS_FILE, cycle, cap);
+        let prompt = goals::continuation_message(&goals, GOALS_FILE, cycle, cap, &failed_checks);
         let turn = {
             let mut control = self.control();
             control.goal_turn_running = true;
@@ -181,32 +336,200 @@ impl Session {
             control.next_turn += 1;
             turn
         };
+        let seq_before = self.log.last_seq();
         self.log
             .publish(EventKind::GoalCycleStarted { cycle, cap })?;
+        // The wall-clock budget also ends a turn that would outlive it.
+        let watchdog = deadline.map(|deadline| {
+            let cancel = env.tools.cancel.clone();
+            let wait = Duration::from_millis(deadline.saturating_sub(now_ms()));
+            tokio::spawn(async move {
+                tokio::time::sleep(wait).await;
+                cancel.cancel();
+            })
+        });
         let report = agent::run_turn(env, conversation, turn, prompt).await;
+        if let Some(watchdog) = watchdog {
+            watchdog.abort();
+        }
         self.control().goal_turn_running = false;
         let report = report?;
         let cost = self.prices().map_or(0.0, |prices| {
             accounting::price(turn, &report.usage, &prices).total
         });
-        let summary = TurnSummary {
+        let mut summary = TurnSummary {
             outcome: report.outcome,
             usage: report.usage,
             cost,
             error: report.error,
+            files_changed: false,
+            calls: Vec::new(),
+            answer: String::new(),
         };
+        self.read_cycle(seq_before, &mut summary).await?;
+        if summary.outcome == TurnOutcome::Completed {
+            self.run_checks(env).await?;
+        }
         let goals = self.goals()?;
         self.log.publish(EventKind::GoalCycleFinished {
             cycle,
             done: goals.done_count(),
             left: goals.left_count(),
         })?;
-        let decision = {
+        let (decision, explanation) = {
             let mut state = self.goal_state();
-            let decision = state.next(&goals, &summary);
+            let decision = state.next(&goals, &summary, now_ms());
             self.save_goal_state(&state)?;
-            decision
+            let explanation = match &decision {
+                Decision::Stop(StopReason::Stalled | StopReason::StormBroken) => {
+                    state.explanation.clone()
+                }
+                _ => None,
+            };
+            (decision, explanation)
         };
+        if let Some(explanation) = explanation {
+            self.explain_stop(conversation, &decision, explanation)?;
+        }
         self.follow(decision, &goals)
+    }
+
+    /// Tells the user why a stuck loop was stopped, as the assistant's answer, and keeps it in
+    /// the history so that a follow-up has the context (as the storm-breaker does, SPEC §7.2).
+    fn explain_stop(
+        &self,
+        conversation: &mut Conversation,
+        decision: &Decision,
+        explanation: String,
+    ) -> Result<(), SessionError> {
+        if let Decision::Stop(StopReason::StormBroken) = decision {
+            let tool = self
+                .goal_state()
+                .failing_calls
+                .iter()
+                .max_by_key(|failure| failure.cycles)
+                .map(|failure| failure.tool.clone())
+                .unwrap_or_default();
+            self.log.publish(EventKind::StormBroken {
+                tool,
+                explanation: explanation.clone(),
+            })?;
+        }
+        self.log.publish(EventKind::AssistantDelta {
+            text: explanation.clone(),
+        })?;
+        let event = self.log.publish(EventKind::AssistantMessage {
+            content: explanation,
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: None,
+            stats: None,
+        })?;
+        conversation.apply(&event.kind);
+        Ok(())
+    }
+
+    /// What the cycle's turn did, from the journal: the files its checkpoint lists, its calls
+    /// and its last answer.
+    async fn read_cycle(
+        &self,
+        seq_before: u64,
+        summary: &mut TurnSummary,
+    ) -> Result<(), SessionError> {
+        let Some(replay) = self.log.subscribe(Some(seq_before))?.replay else {
+            return Ok(());
+        };
+        let events = tokio::task::spawn_blocking(move || {
+            Journal::read_range(&replay.path, replay.since, replay.until)
+        })
+        .await
+        .map_err(goals_error)?
+        .map_err(goals_error)?;
+        let mut started: Vec<(String, String, String)> = Vec::new();
+        for event in events {
+            match event.kind {
+                EventKind::CheckpointCreated { files, .. } if !files.is_empty() => {
+                    summary.files_changed = true;
+                }
+                EventKind::ToolCallStarted {
+                    call_id,
+                    name,
+                    arguments,
+                } if started.len() < MAX_CALLS_PER_CYCLE => {
+                    started.push((call_id, name, arguments));
+                }
+                EventKind::ToolCallFinished {
+                    call_id,
+                    output,
+                    is_error,
+                    ..
+                } => {
+                    if let Some(at) = started.iter().position(|(id, ..)| *id == call_id) {
+                        let (_, tool, arguments) = started.swap_remove(at);
+                        summary.calls.push(CallRecord {
+                            tool,
+                            arguments,
+                            output,
+                            failed: is_error,
+                        });
+                    }
+                }
+                EventKind::AssistantMessage { content, .. } if !content.trim().is_empty() => {
+                    summary.answer = content;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the check of every verified goal that is checked and has not passed yet, in the
+    /// workspace and sandboxed like the `bash` tool. A failure unchecks the box and keeps the
+    /// command's output for the next cycle. Checks do not run once the cycle was cancelled
+    /// (`goal off`, the daemon stopping, the wall-clock budget): no box is unchecked for that.
+    async fn run_checks(&self, env: &TurnEnv) -> Result<(), SessionError> {
+        let goals = self.goals()?;
+        let pending: Vec<(String, String)> = self
+            .goal_state()
+            .pending_checks(&goals)
+            .into_iter()
+            .filter_map(|goal| Some((goal.text.clone(), goal.verify.clone()?)))
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let timeout = Duration::from_secs(
+            self.shared
+                .providers
+                .config()
+                .goal_defaults()
+                .verify_timeout_secs,
+        );
+        for (goal, command) in pending {
+            if env.tools.cancel.is_cancelled() {
+                break;
+            }
+            tracing::info!(session = %self.id, %command, "running a goal's check");
+            let output = match crate::tools::run_command(&command, &env.tools, timeout).await {
+                Ok(run) if run.succeeded => None,
+                Ok(run) => Some(run.output),
+                Err(_) if env.tools.cancel.is_cancelled() => break,
+                Err(error) => Some(error.message),
+            };
+            match output {
+                None => self.goal_state().check_passed(&goal),
+                Some(output) => {
+                    goals::uncheck(&self.goals_file(), &goal).map_err(goals_error)?;
+                    self.goal_state().check_failed(CheckFailure {
+                        goal,
+                        command,
+                        output: tail_of(&output, CHECK_OUTPUT_BYTES),
+                    });
+                }
+            }
+            let state = self.goal_state().clone();
+            self.save_goal_state(&state)?;
+        }
+        Ok(())
     }
 }

@@ -136,6 +136,7 @@ pub(super) fn damaged_info(dir: &Path, reason: String) -> SessionInfo {
         turns: 0,
         last_seq: 0,
         damaged: Some(reason),
+        goal: None,
         id,
     }
 }
@@ -189,6 +190,7 @@ fn rebuild_info(
         turns: 0,
         last_seq: 0,
         damaged: None,
+        goal: None,
     };
     reconcile(&mut info, events);
     Ok(info)

@@ -229,6 +229,7 @@ impl Session {
     }
 
     pub fn info(&self) -> SessionInfo {
+        let goal = self.goal_progress();
         let control = self.control();
         let mut info = control.info.clone();
         info.mode = *self.mode.borrow();
@@ -241,6 +242,7 @@ impl Session {
         } else {
             SessionStatus::Idle
         };
+        info.goal = goal;
         info
     }
 
@@ -559,6 +561,8 @@ struct Damaged {
 /// All sessions of this daemon.
 pub struct Sessions {
     shared: Arc<Shared>,
+    /// Runs config.json's hooks on every session's events.
+    hooks: crate::hooks::HookRunner,
     sessions: RwLock<BTreeMap<String, Arc<Session>>>,
     damaged: RwLock<BTreeMap<String, Damaged>>,
 }
@@ -567,7 +571,12 @@ impl Sessions {
     /// Loads every session under `sessions/`. One that cannot be read stays on disk untouched
     /// and is listed as damaged, with the reason.
     pub fn load(shared: Arc<Shared>) -> Self {
+        let settings_of = Arc::clone(&shared);
         let sessions = Self {
+            hooks: crate::hooks::HookRunner::new(Arc::new(move || crate::hooks::HookSettings {
+                hooks: settings_of.providers.config().hooks().clone(),
+                secret_values: settings_of.providers.secret_values(),
+            })),
             shared,
             sessions: RwLock::new(BTreeMap::new()),
             damaged: RwLock::new(BTreeMap::new()),
@@ -676,6 +685,7 @@ impl Sessions {
             checkpoints,
             approvals,
         } = opened;
+        self.hooks.watch(&info.id, &info.cwd, &log);
         let (queue, prompts) = mpsc::unbounded_channel();
         let in_flight = pending.len() as u32;
         let todos = todo_list(&log, todos);
@@ -770,6 +780,7 @@ impl Sessions {
             turns: 0,
             last_seq: 0,
             damaged: None,
+            goal: None,
         };
         let instructions = InstructionFiles::new(&self.shared.paths.home, workspace.root()).read();
         let system_prompt = instructions::with_instructions(
@@ -897,6 +908,11 @@ impl Sessions {
             }));
         }
         problems
+    }
+
+    /// Hook runs that failed lately, for `doctor`.
+    pub fn hook_failures(&self) -> Vec<String> {
+        self.hooks.failures()
     }
 
     pub fn len(&self) -> usize {

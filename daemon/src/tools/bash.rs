@@ -61,15 +61,34 @@ impl Tool for Bash {
                 "timeout_secs must be between 1 and {MAX_TIMEOUT_SECS}, not {timeout_secs}"
             )));
         }
-        let (mut child, group) = spawn_shell(&args.command, context)?;
-        run_to_completion(
-            &mut child,
-            group,
-            context,
-            Duration::from_secs(timeout_secs),
-        )
-        .await
+        run_command(&args.command, context, Duration::from_secs(timeout_secs))
+            .await
+            .map(|run| run.output)
     }
+}
+
+/// A shell command run to its end the way `bash` runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRun {
+    /// Its output as the model would see it (head and tail kept), ending with its exit status.
+    pub output: String,
+    pub succeeded: bool,
+}
+
+/// Runs `command_text` exactly as the `bash` tool does (sandboxed, in its own process group,
+/// secrets kept out, killed at `timeout` or on cancel), for the daemon's own checks: the
+/// `(verify: …)` commands of goals. A timeout or a cancel is an error, as for the tool.
+pub async fn run_command(
+    command_text: &str,
+    context: &ToolContext,
+    timeout: Duration,
+) -> Result<CommandRun, ToolError> {
+    let (mut child, group) = spawn_shell(command_text, context)?;
+    let (output, status) = run_to_completion(&mut child, group, context, timeout).await?;
+    Ok(CommandRun {
+        output,
+        succeeded: status.success(),
+    })
 }
 
 /// Starts `bash -c COMMAND` (or `sh` where there is no bash) in the workspace root, confined by
@@ -114,7 +133,7 @@ async fn run_to_completion(
     mut group: ProcessGroup,
     context: &ToolContext,
     timeout: Duration,
-) -> Result<String, ToolError> {
+) -> Result<(String, ExitStatus), ToolError> {
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let mut stdout_buffer = vec![0u8; READ_CHUNK_BYTES];
@@ -206,7 +225,7 @@ async fn run_to_completion(
         );
     }
     result.push_str(&describe_exit(status));
-    Ok(result)
+    Ok((result, status))
 }
 
 fn kill(group: &mut ProcessGroup) {

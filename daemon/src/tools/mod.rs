@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::Workspace;
 
+pub use bash::{CommandRun, run_command};
 pub use bash_background::BackgroundProcesses;
 pub use registry::{Registry, ToolSpec};
 pub use todo_write::{TodoItem, TodoList, TodoStatus};
