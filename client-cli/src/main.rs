@@ -1,5 +1,6 @@
 //! `cwcode-cli`: the scripting surface of cwcode (SPEC §9).
 
+mod acp;
 mod render;
 
 use std::io::{IsTerminal, Read};
@@ -145,6 +146,9 @@ enum Command {
         method: String,
         params: Option<String>,
     },
+    /// Serve the Agent Client Protocol (version 1) on stdin/stdout for an editor (Zed,
+    /// JetBrains, Neovim, Emacs, acpx): its sessions are ordinary cwcode sessions.
+    Acp,
 }
 
 #[derive(Debug, Subcommand)]
@@ -225,6 +229,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Daemon { action } => return daemon(action, json).await,
+        Command::Acp => acp::serve().await?,
         Command::New {
             cwd,
             profile,
