@@ -36,10 +36,30 @@ impl Visitor for Entries {
 pub fn api_schema() -> Value {
     let mut entries = Entries::default();
     methods::visit(&mut entries);
-    json!({
+    sorted_keys(json!({
         "title": "cwcode daemon API (JSON-RPC 2.0 over HTTP and WebSocket on a Unix socket)",
         "methods": entries.0,
-    })
+    }))
+}
+
+/// `value` with every object's keys in sorted order, so the schema's text is the same whether or
+/// not a dependency turns on serde_json's `preserve_order` (the ACP crate does, for the builds it
+/// is part of).
+fn sorted_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(key, value)| (key, sorted_keys(value)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
 }
 
 #[cfg(test)]
