@@ -42,10 +42,10 @@ pub fn api_schema() -> Value {
     }))
 }
 
-/// `value` with every object's keys in sorted order, so the schema's text is the same whether or
-/// not a dependency turns on serde_json's `preserve_order` (the ACP crate does, for the builds it
-/// is part of).
-fn sorted_keys(value: Value) -> Value {
+/// `value` with every object's keys in sorted order, so that JSON text built from it (this schema,
+/// the tool definitions the daemon sends) is the same bytes whether or not a dependency turns on
+/// serde_json's `preserve_order` (the ACP crate does, in every build it is part of).
+pub fn sorted_keys(value: Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(String, Value)> = map.into_iter().collect();
