@@ -5,6 +5,8 @@
 //   node client.mjs CWCODE_CLI WORKSPACE load ID      a fresh process loading session ID, then
 //                                                     watching a turn another client sends
 //   node client.mjs CWCODE_CLI WORKSPACE stop         a prompt the daemon stops under
+//   node client.mjs CWCODE_CLI WORKSPACE elsewhere    an approval and a mode change made by
+//                                                     another client while the editor watches
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -28,7 +30,8 @@ function nextUpdate(test, from = updates.length) {
   if (found) return Promise.resolve(found);
   return new Promise((resolve) => waiters.push({ test, resolve }));
 }
-// What the editor answers to each permission request, in order.
+// What the editor answers to each permission request, in order; "wait" leaves it open until
+// the agent withdraws it.
 const answers = [];
 const permissionRequests = [];
 
@@ -41,9 +44,15 @@ const app = acp
       else waiters.push(waiter);
     }
   })
-  .onRequest("session/request_permission", ({ params }) => {
+  .onRequest("session/request_permission", async ({ params, signal }) => {
     permissionRequests.push(params);
     const optionId = answers.shift() ?? "reject";
+    if (optionId === "wait") {
+      say("asked", { toolCallId: params.toolCall.toolCallId });
+      if (!signal.aborted) await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      say("withdrawn");
+      return { outcome: { outcome: "cancelled" } };
+    }
     return { outcome: { outcome: "selected", optionId } };
   });
 
@@ -144,7 +153,23 @@ async function stop(ctx) {
   }
 }
 
-const scenarios = { main, load, stop };
+async function elsewhere(ctx) {
+  await ctx.request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  const { sessionId } = await ctx.request("session/new", { cwd: workspace, mcpServers: [] });
+  say("session", { sessionId });
+  // The test approves this one with the CLI: the editor's request is withdrawn.
+  answers.push("wait");
+  const done = await ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "make three.txt" }],
+  });
+  const from = updates.length;
+  say("done", { stopReason: done.stopReason });
+  const mode = await nextUpdate((update) => update.sessionUpdate === "current_mode_update", from);
+  say("mode", { update: mode });
+}
+
+const scenarios = { main, load, stop, elsewhere };
 try {
   await app.connectWith(stream, scenarios[scenario]);
 } catch (error) {

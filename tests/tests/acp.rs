@@ -10,8 +10,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use cwcode_protocol::EventKind;
 use cwcode_tests::fake_provider::{FakeProvider, Gate, hold_until, text, tool_calls};
-use cwcode_tests::{Home, bin};
+use cwcode_tests::{Home, bin, wait_for_event};
 use serde_json::{Value, json};
 
 const SCRIPT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/acp");
@@ -401,5 +402,40 @@ async fn the_daemon_stopping_mid_prompt_ends_the_prompt_with_an_error() {
         message.contains("cwcoded") && message.contains("interrupted"),
         "{stopped:#}"
     );
+    editor.finish();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_answered_elsewhere_is_withdrawn_and_a_mode_change_shows() {
+    if !node_ready() {
+        return;
+    }
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    provider
+        .reply(bash("b3", "three.txt"))
+        .reply(text("made three.txt"));
+
+    let editor = Script::start(&home, &["elsewhere"]);
+    let session = editor.step("session");
+    let session_id = session["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(editor.step("asked")["toolCallId"], "b3");
+    let asked = wait_for_event(&home, &session_id, |kind| {
+        matches!(kind, EventKind::ApprovalRequested { .. })
+    });
+    let EventKind::ApprovalRequested { request_id, .. } = asked.kind else {
+        unreachable!()
+    };
+    home.cli_ok(&["approve", &session_id, &request_id]);
+    editor.step("withdrawn");
+    assert_eq!(editor.step("done")["stopReason"], "end_turn");
+    assert_eq!(
+        std::fs::read_to_string(home.workspace.join("three.txt")).unwrap(),
+        "ran\n"
+    );
+
+    home.cli_ok(&["mode", &session_id, "yolo"]);
+    assert_eq!(editor.step("mode")["update"]["currentModeId"], "yolo");
     editor.finish();
 }
