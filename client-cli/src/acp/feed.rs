@@ -149,7 +149,7 @@ struct Runner {
     profiles: Vec<ProfileInfo>,
     translator: Translator,
     replay_end: u64,
-    /// Approvals requested during replay and not resolved (yet), in order.
+    /// Approvals requested during replay and not resolved (yet), by request id.
     pending: HashMap<String, Pending>,
     open: OpenRequests,
     state: watch::Sender<FeedState>,

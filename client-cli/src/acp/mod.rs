@@ -51,15 +51,6 @@ pub async fn serve() -> anyhow::Result<()> {
         daemon: Mutex::new(None),
         feeds: Mutex::new(HashMap::new()),
     });
-    let (b1, b2, b3, b4, b5, b6, b7) = (
-        Arc::clone(&bridge),
-        Arc::clone(&bridge),
-        Arc::clone(&bridge),
-        Arc::clone(&bridge),
-        Arc::clone(&bridge),
-        Arc::clone(&bridge),
-        Arc::clone(&bridge),
-    );
     Agent
         .v1()
         .name("cwcode")
@@ -70,68 +61,94 @@ pub async fn serve() -> anyhow::Result<()> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: NewSessionRequest, responder, cx: EditorConnection| {
-                let bridge = Arc::clone(&b1);
-                answer_later(&cx.clone(), responder, async move {
-                    bridge.new_session(cx, request).await
-                })
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |request: NewSessionRequest, responder, cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    let editor = cx.clone();
+                    answer_later(&cx, responder, async move {
+                        bridge.new_session(editor, request).await
+                    })
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: LoadSessionRequest, responder, cx: EditorConnection| {
-                let bridge = Arc::clone(&b2);
-                answer_later(&cx.clone(), responder, async move {
-                    bridge.load_session(cx, request).await
-                })
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |request: LoadSessionRequest, responder, cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    let editor = cx.clone();
+                    answer_later(&cx, responder, async move {
+                        bridge.load_session(editor, request).await
+                    })
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: ListSessionsRequest, responder, cx: EditorConnection| {
-                let bridge = Arc::clone(&b3);
-                answer_later(&cx, responder, async move {
-                    bridge.list_sessions(request).await
-                })
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |request: ListSessionsRequest, responder, cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    answer_later(&cx, responder, async move {
+                        bridge.list_sessions(request).await
+                    })
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionModeRequest, responder, cx: EditorConnection| {
-                let bridge = Arc::clone(&b4);
-                answer_later(
-                    &cx,
-                    responder,
-                    async move { bridge.set_mode(request).await },
-                )
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |request: SetSessionModeRequest, responder, cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    answer_later(
+                        &cx,
+                        responder,
+                        async move { bridge.set_mode(request).await },
+                    )
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest, responder, cx: EditorConnection| {
-                let bridge = Arc::clone(&b5);
-                answer_later(&cx, responder, async move {
-                    bridge.set_config_option(request).await
-                })
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |request: SetSessionConfigOptionRequest,
+                            responder,
+                            cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    answer_later(&cx, responder, async move {
+                        bridge.set_config_option(request).await
+                    })
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: PromptRequest, responder, cx: EditorConnection| {
-                let bridge = Arc::clone(&b6);
-                answer_later(&cx.clone(), responder, async move {
-                    bridge.prompt(cx, request).await
-                })
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |request: PromptRequest, responder, cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    let editor = cx.clone();
+                    answer_later(&cx, responder, async move {
+                        bridge.prompt(editor, request).await
+                    })
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
-            async move |notification: CancelNotification, cx: EditorConnection| {
-                let bridge = Arc::clone(&b7);
-                cx.spawn(async move {
-                    bridge.cancel(&notification.session_id.0).await;
-                    Ok(())
-                })
+            {
+                let bridge = Arc::clone(&bridge);
+                async move |notification: CancelNotification, cx: EditorConnection| {
+                    let bridge = Arc::clone(&bridge);
+                    cx.spawn(async move {
+                        bridge.cancel(&notification.session_id.0).await;
+                        Ok(())
+                    })
+                }
             },
             agent_client_protocol::on_receive_notification!(),
         )
