@@ -1,5 +1,6 @@
 //! `cwcode-cli`: the scripting surface of cwcode (SPEC §9).
 
+mod acp;
 mod allow;
 mod exit;
 mod render;
@@ -231,6 +232,9 @@ enum Command {
         /// The params as one JSON object (default: none).
         params: Option<String>,
     },
+    /// Serve the Agent Client Protocol (version 1) on stdin/stdout for an editor (Zed,
+    /// JetBrains, Neovim, Emacs, acpx): its sessions are ordinary cwcode sessions.
+    Acp,
 }
 
 #[derive(Debug, Subcommand)]
@@ -334,6 +338,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let json = cli.json;
     match cli.command {
+        Command::Acp => acp::serve().await.map(|()| ExitCode::SUCCESS),
         Command::Daemon { action } => match action {
             DaemonAction::Start => verbs::daemon::start(json).await,
             DaemonAction::Stop => verbs::daemon::stop(json).await,

@@ -1,4 +1,6 @@
-//! Application error codes, in the JSON-RPC server-error range. Standard JSON-RPC codes
+//! Application error codes, -33001 to -33099: outside the range JSON-RPC reserves (-32768 to
+//! -32000), where jsonrpsee puts codes of its own (-32005 to -32011: batches, subscriptions,
+//! sizes), so a client never mistakes one for the other. Standard JSON-RPC codes
 //! (-32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid params)
 //! are produced by the transport itself. Each code is defined once below, with what it means;
 //! the API schema lists them from here.
@@ -34,23 +36,23 @@ macro_rules! error_codes {
     };
 }
 
-// -32003 and -32004 (invalid mode, stale hashes) are retired, not reused: an unknown mode is an
+// -33003 and -33004 (invalid mode, stale hashes) are retired, not reused: an unknown mode is an
 // invalid-params error naming the modes, and stale hashes are a tool result the model acts on,
 // never an API error.
 error_codes! {
-    SessionNotFound = -32001 => "No session has this id, or a prefix matches several.",
-    SessionBusy = -32002 => "A turn is running or queued: cancel it or wait, then retry.",
-    ApprovalNotFound = -32005 => "No approval request with this id waits: it was answered, or its turn ended.",
-    ProfileNotFound = -32006 => "No provider profile has this name; the message lists the known ones.",
-    InvalidWorkspace = -32007 => "The workspace directory does not exist or cannot be used.",
-    Checkpoint = -32008 => "The checkpoint store cannot save or restore (a rewind, its undo, a checkpoint).",
-    Goals = -32009 => "goals.md or the goal loop's state cannot be read, written or used as asked.",
-    Storage = -32010 => "The daemon cannot read or write its own files (a full disk, permissions, a damaged session).",
-    ShuttingDown = -32011 => "The daemon is shutting down: retry once it has restarted.",
-    ConfigInvalid = -32012 => "config.json cannot be used as written: the message names the line or the field.",
-    InvalidKey = -32013 => "An API key that could never be sent (empty, or holding a line break or a control character).",
-    NoDefaultProfile = -32014 => "No profile was named and none is the default: the message says how to choose one.",
-    Internal = -32099 => "A failure of the daemon itself; the daemon log has the details.",
+    SessionNotFound = -33001 => "No session has this id, or a prefix matches several.",
+    SessionBusy = -33002 => "A turn is running or queued: cancel it or wait, then retry.",
+    ApprovalNotFound = -33005 => "No approval request with this id waits: it was answered, or its turn ended.",
+    ProfileNotFound = -33006 => "No provider profile has this name; the message lists the known ones.",
+    InvalidWorkspace = -33007 => "The workspace directory does not exist or cannot be used.",
+    Checkpoint = -33008 => "The checkpoint store cannot save or restore (a rewind, its undo, a checkpoint).",
+    Goals = -33009 => "goals.md or the goal loop's state cannot be read, written or used as asked.",
+    Storage = -33010 => "The daemon cannot read or write its own files (a full disk, permissions, a damaged session).",
+    ShuttingDown = -33011 => "The daemon is shutting down: retry once it has restarted.",
+    ConfigInvalid = -33012 => "config.json cannot be used as written: the message names the line or the field.",
+    InvalidKey = -33013 => "An API key that could never be sent (empty, or holding a line break or a control character).",
+    NoDefaultProfile = -33014 => "No profile was named and none is the default: the message says how to choose one.",
+    Internal = -33099 => "A failure of the daemon itself; the daemon log has the details.",
 }
 
 impl ErrorCode {
@@ -80,6 +82,6 @@ mod tests {
             assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
             assert!(!code.meaning().is_empty(), "{}", code.name());
         }
-        assert_eq!(ErrorCode::from_code(-32003), None);
+        assert_eq!(ErrorCode::from_code(-33003), None);
     }
 }

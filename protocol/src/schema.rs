@@ -41,11 +41,31 @@ pub fn api_schema() -> Value {
         .iter()
         .map(|code| json!({ "code": code.code(), "name": code.name(), "meaning": code.meaning() }))
         .collect();
-    json!({
+    sorted_keys(json!({
         "title": "cwcode daemon API (JSON-RPC 2.0 over HTTP and WebSocket on a Unix socket)",
         "methods": entries.0,
         "errors": errors,
-    })
+    }))
+}
+
+/// `value` with every object's keys in sorted order, so that JSON text built from it (this schema,
+/// the tool definitions the daemon sends) is the same bytes whether or not a dependency turns on
+/// serde_json's `preserve_order` (the ACP crate does, in every build it is part of).
+pub fn sorted_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(key, value)| (key, sorted_keys(value)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ async fn with_json_errors_are_json_on_stderr_and_keep_the_daemons_data() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(missing.stdout.is_empty());
     let error = json_error(&missing);
-    assert_eq!(error["code"], -32001, "{error}");
+    assert_eq!(error["code"], -33001, "{error}");
     assert!(
         error["message"]
             .as_str()

@@ -498,11 +498,11 @@ async fn plain_http_calls_work_and_malformed_requests_get_json_rpc_errors() {
         ),
         (
             r#"{"jsonrpc":"2.0","id":5,"method":"session/get","params":{"sessionId":"nope"}}"#,
-            -32001,
+            -33001,
         ),
         (
             r#"{"jsonrpc":"2.0","id":6,"method":"session/create","params":{"cwd":"/does/not/exist"}}"#,
-            -32007,
+            -33007,
         ),
     ];
     for (body, code) in cases {

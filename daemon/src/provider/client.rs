@@ -2166,7 +2166,8 @@ mod tests {
         vec![FunctionSpec {
             name: "ls".into(),
             description: "List".into(),
-            parameters: json!({"type": "object", "properties": {}}),
+            // Keys in sorted order: the bytes match with and without `preserve_order`.
+            parameters: json!({"properties": {}, "type": "object"}),
         }]
     }
 

@@ -259,7 +259,7 @@ fn lean_schema<A: ToolArgs>() -> Value {
         object.remove("$schema");
     }
     strip_schema_noise(&mut schema);
-    schema
+    cwcode_protocol::schema::sorted_keys(schema)
 }
 
 /// Walks schema positions only (not property names, which may be any word).
