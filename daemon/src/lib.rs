@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod goals;
 pub mod journal;
+pub mod memory;
 pub mod provider;
 pub mod sandbox;
 pub mod server;

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent;
 use crate::agent::approvals::{Answer, ApprovalNotFound, Approvals};
 use crate::goals::LoopState;
+use crate::memory::MemoryStore;
 use crate::provider::ConfigError;
 use crate::provider::pool::Pool;
 use crate::sandbox::Workspace;
@@ -105,6 +106,8 @@ pub struct Shared {
     pub paths: Paths,
     pub providers: Pool,
     pub registry: Arc<Registry>,
+    /// The notes of `remember`/`recall`, shared by every session.
+    pub memory: Arc<MemoryStore>,
     /// Fired once when the daemon starts draining.
     pub stopping: CancellationToken,
 }

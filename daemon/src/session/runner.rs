@@ -19,7 +19,7 @@ use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
 use crate::sandbox::Workspace;
-use crate::tools::{ReadLedger, ToolContext};
+use crate::tools::{MemoryAccess, ReadLedger, ToolContext};
 
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
@@ -77,6 +77,10 @@ pub(super) async fn run_prompts(
                 secret_values: shared.providers.secret_values(),
                 background: Arc::clone(&session.background),
                 todos: Arc::clone(&session.todos),
+                memory: Some(MemoryAccess {
+                    store: Arc::clone(&shared.memory),
+                    session_id: session.id.clone(),
+                }),
             },
             stopping: shared.stopping.clone(),
             checkpoints: session.checkpoints.clone(),
