@@ -1,5 +1,6 @@
 //! `cwcode-cli`: the scripting surface of cwcode (SPEC §9).
 
+mod memory;
 mod render;
 
 use std::io::{IsTerminal, Read};
@@ -145,6 +146,8 @@ enum Command {
         method: String,
         params: Option<String>,
     },
+    #[command(flatten)]
+    Memory(memory::MemoryCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -225,6 +228,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Daemon { action } => return daemon(action, json).await,
+        Command::Memory(command) => return memory::run(command, json).await,
         Command::New {
             cwd,
             profile,
