@@ -208,3 +208,53 @@ async fn the_cli_remembers_recalls_lists_and_deletes() {
         "{empty:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_embeddings_model_recall_finds_a_note_by_meaning() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(home.paths.config()).unwrap()).unwrap();
+    config["profiles"]["fake"]["embeddings_model"] = json!("fake-embed");
+    std::fs::write(home.paths.config(), config.to_string()).unwrap();
+    let _daemon = home.start_daemon();
+    for index in 0..20 {
+        cli_here_ok(
+            &home,
+            &[
+                "remember",
+                &format!("build step {index} runs the linter and then the tests"),
+            ],
+        );
+    }
+    let recalled = Arc::new(Mutex::new(String::new()));
+    let heard = Arc::clone(&recalled);
+    provider
+        .reply(tool_calls(&[(
+            "m1",
+            "remember",
+            json!({"text": "a cat sleeps on the office keyboard"}),
+        )]))
+        .reply(tool_calls(&[("r1", "recall", json!({"query": "kitten"}))]))
+        .then(move |request| {
+            *heard.lock().unwrap() = last_tool_result(request);
+            text("the cat")
+        });
+    let id = home.new_session("yolo");
+    home.cli_ok(&["send", &id, "where does the kitten sleep?", "--wait"]);
+
+    let recalled = recalled.lock().unwrap().clone();
+    assert!(
+        recalled.ends_with("a cat sleeps on the office keyboard"),
+        "{recalled}"
+    );
+    assert_eq!(recalled.lines().count(), 1, "{recalled}");
+    let asked = provider.embedding_requests();
+    assert_eq!(
+        asked.len(),
+        22,
+        "20 CLI notes, the model's note and its query"
+    );
+    assert!(asked.iter().all(|request| request["model"] == "fake-embed"));
+    assert_eq!(asked[21]["input"], "kitten");
+}

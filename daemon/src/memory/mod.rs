@@ -5,7 +5,9 @@
 
 mod rank;
 mod schema;
+mod vector;
 
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ use cwcode_protocol::{MemoryNote, MemoryScope, RecalledNote};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use rank::Candidate;
+pub use vector::Embedder;
 
 /// Every file of the home is private (SPEC §3); SQLite gives its `-wal` and `-shm` files the
 /// database file's mode.
@@ -37,6 +40,9 @@ pub const MAX_NOTES: i64 = 100_000;
 /// How many index matches per scope are ranked: the best BM25 matches, so a huge store costs a
 /// bounded amount per recall.
 const CANDIDATES_PER_SCOPE: i64 = 500;
+/// How many of the newest notes per scope are compared by vector alone, for notes that share
+/// no word with the query: a bounded scan, whatever the store's size.
+const VECTOR_SCAN_PER_SCOPE: i64 = 5000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
@@ -88,24 +94,51 @@ impl MemoryStore {
         }
     }
 
-    pub async fn remember(&self, note: NewNote) -> Result<MemoryNote, MemoryError> {
+    /// Stores a note, with its vector when an `embedder` is given and answers.
+    pub async fn remember(
+        &self,
+        note: NewNote,
+        embedder: Option<&dyn Embedder>,
+    ) -> Result<MemoryNote, MemoryError> {
         let note = validated(note)?;
-        self.with_connection(move |connection| insert(connection, note, now_ms()))
+        let embedding = match embedder {
+            Some(embedder) => vector::embedding_of(embedder, &note.text)
+                .await
+                .map(|vector| (embedder.model().to_owned(), vector)),
+            None => None,
+        };
+        self.with_connection(move |connection| insert(connection, note, embedding, now_ms()))
             .await
     }
 
     /// The notes best matching `query`: up to `limit` of `workspace`'s first, then the best of
-    /// the others.
+    /// the others. With an `embedder`, similarity to the query's vector counts too.
     pub async fn recall(
         &self,
         query: &str,
         limit: Option<u32>,
         workspace: Option<String>,
+        embedder: Option<&dyn Embedder>,
     ) -> Result<Vec<RecalledNote>, MemoryError> {
         let fts = checked_query(query)?;
         let limit = bounded_limit(limit, DEFAULT_RECALL, MAX_RECALL, "limit")?;
+        let query_vector = match embedder {
+            Some(embedder) => vector::embedding_of(embedder, query)
+                .await
+                .map(|vector| (embedder.model().to_owned(), vector)),
+            None => None,
+        };
         self.with_connection(move |connection| {
-            recall(connection, &fts, limit, workspace.as_deref(), now_ms())
+            let search = Search {
+                fts: &fts,
+                vector: query_vector
+                    .as_ref()
+                    .map(|(model, vector)| (model.as_str(), vector.as_slice())),
+                limit,
+                workspace: workspace.as_deref(),
+                now_ms: now_ms(),
+            };
+            recall(connection, &search)
         })
         .await
     }
@@ -270,6 +303,7 @@ fn bounded_limit(
 fn insert(
     connection: &mut Connection,
     note: NewNote,
+    embedding: Option<(String, Vec<f32>)>,
     now_ms: i64,
 ) -> Result<MemoryNote, MemoryError> {
     let transaction = connection.transaction()?;
@@ -280,16 +314,23 @@ fn insert(
     let created = rfc3339(now_ms);
     let tags_json = serde_json::to_string(&note.tags)
         .map_err(|error| MemoryError::Invalid(format!("cannot encode the tags: {error}")))?;
+    let (embedding_model, embedding) = match embedding {
+        Some((model, vector)) => (Some(model), Some(vector::to_blob(&vector))),
+        None => (None, None),
+    };
     transaction.execute(
-        "INSERT INTO notes (text, tags, workspace, session_id, created, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO notes (text, tags, workspace, session_id, created, created_ms, embedding,
+                            embedding_model)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
             note.text,
             tags_json,
             note.workspace,
             note.session_id,
             created,
-            now_ms
+            now_ms,
+            embedding,
+            embedding_model
         ],
     )?;
     let id = transaction.last_insert_rowid();
@@ -333,15 +374,19 @@ fn note_by_id(connection: &Connection, id: i64) -> Result<Option<MemoryNote>, Me
         .optional()?)
 }
 
-/// Ranks the workspace's matches, then everyone else's, and keeps `limit` in that order.
-fn recall(
-    connection: &Connection,
-    fts: &str,
+/// What one recall looks for.
+struct Search<'a> {
+    fts: &'a str,
+    /// The query's vector and the model that made it.
+    vector: Option<(&'a str, &'a [f32])>,
     limit: u32,
-    workspace: Option<&str>,
+    workspace: Option<&'a str>,
     now_ms: i64,
-) -> Result<Vec<RecalledNote>, MemoryError> {
-    let scopes: Vec<(MemoryScope, &str)> = match workspace {
+}
+
+/// Ranks the workspace's matches, then everyone else's, and keeps `limit` in that order.
+fn recall(connection: &Connection, search: &Search<'_>) -> Result<Vec<RecalledNote>, MemoryError> {
+    let scopes: Vec<(MemoryScope, &str)> = match search.workspace {
         Some(_) => vec![
             (MemoryScope::Workspace, "n.workspace = ?2"),
             (MemoryScope::Global, "n.workspace != ?2"),
@@ -350,23 +395,10 @@ fn recall(
     };
     let mut recalled = Vec::new();
     for (scope, filter) in scopes {
-        let mut statement = connection.prepare_cached(&format!(
-            "SELECT n.id, bm25(notes_fts), n.created_ms FROM notes_fts
-             JOIN notes n ON n.id = notes_fts.rowid
-             WHERE notes_fts MATCH ?1 AND {filter}
-             ORDER BY bm25(notes_fts) LIMIT ?3"
-        ))?;
-        let candidates = statement
-            .query_map(params![fts, workspace, CANDIDATES_PER_SCOPE], |row| {
-                Ok(Candidate {
-                    id: row.get(0)?,
-                    bm25: row.get(1)?,
-                    created_ms: row.get(2)?,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        for (id, score) in rank::rank(&candidates, now_ms) {
-            if recalled.len() >= limit as usize {
+        let candidates = candidates(connection, search, filter)?;
+        let ranked = rank::rank(&candidates, search.vector.is_some(), search.now_ms);
+        for (id, score) in ranked {
+            if recalled.len() >= search.limit as usize {
                 return Ok(recalled);
             }
             if let Some(note) = note_by_id(connection, id)? {
@@ -375,6 +407,63 @@ fn recall(
         }
     }
     Ok(recalled)
+}
+
+/// The notes of one scope that may answer: the best word matches, and with a query vector the
+/// newest notes close enough to it.
+fn candidates(
+    connection: &Connection,
+    search: &Search<'_>,
+    filter: &str,
+) -> Result<Vec<Candidate>, MemoryError> {
+    let similarity_to = |blob: Option<Vec<u8>>, model: Option<String>| {
+        let (query_model, query_vector) = search.vector?;
+        let blob = blob.filter(|_| model.as_deref() == Some(query_model))?;
+        Some(vector::similarity(query_vector, &vector::from_blob(&blob)))
+    };
+    let mut by_id: BTreeMap<i64, Candidate> = BTreeMap::new();
+    let mut words = connection.prepare_cached(&format!(
+        "SELECT n.id, bm25(notes_fts), n.created_ms, n.embedding, n.embedding_model
+         FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid
+         WHERE notes_fts MATCH ?1 AND {filter}
+         ORDER BY bm25(notes_fts) LIMIT ?3"
+    ))?;
+    let mut rows = words.query(params![search.fts, search.workspace, CANDIDATES_PER_SCOPE])?;
+    while let Some(row) = rows.next()? {
+        let id = row.get(0)?;
+        let candidate = Candidate {
+            id,
+            bm25: Some(row.get(1)?),
+            similarity: similarity_to(row.get(3)?, row.get(4)?),
+            created_ms: row.get(2)?,
+        };
+        by_id.insert(id, candidate);
+    }
+    if let Some((model, _)) = search.vector {
+        let mut vectors = connection.prepare_cached(&format!(
+            "SELECT n.id, n.created_ms, n.embedding FROM notes n
+             WHERE n.embedding_model = ?1 AND {filter}
+             ORDER BY n.id DESC LIMIT ?3"
+        ))?;
+        let mut rows = vectors.query(params![model, search.workspace, VECTOR_SCAN_PER_SCOPE])?;
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            if by_id.contains_key(&id) {
+                continue;
+            }
+            let similarity = similarity_to(row.get(2)?, Some(model.to_owned()));
+            if similarity.is_some_and(|similarity| similarity >= rank::MIN_SIMILARITY) {
+                let candidate = Candidate {
+                    id,
+                    bm25: None,
+                    similarity,
+                    created_ms: row.get(1)?,
+                };
+                by_id.insert(id, candidate);
+            }
+        }
+    }
+    Ok(by_id.into_values().collect())
 }
 
 fn list(

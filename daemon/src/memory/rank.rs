@@ -1,10 +1,23 @@
-//! Ranking: FTS5's BM25 relevance blended with recency. Pure functions, so the blend is tested
-//! without a database.
+//! Ranking: FTS5's BM25 relevance blended with recency, and with embedding similarity when the
+//! query has a vector. Pure functions, so the blend is tested without a database.
 
-/// How much relevance weighs against recency: a note that matches the query well beats a newer
-/// one that matches it poorly, and between equal matches the newer wins.
-const RELEVANCE_WEIGHT: f64 = 0.8;
-const RECENCY_WEIGHT: f64 = 1.0 - RELEVANCE_WEIGHT;
+/// The weights of (words, similarity, recency). Relevance outweighs recency: a note that matches
+/// the query well beats a newer one that matches it poorly, and between equal matches the newer
+/// wins.
+const WORDS_ONLY: Weights = Weights {
+    words: 0.8,
+    similarity: 0.0,
+    recency: 0.2,
+};
+/// With a vector, meaning outweighs words: a close note sharing no word beats a weak word match.
+const WITH_SIMILARITY: Weights = Weights {
+    words: 0.3,
+    similarity: 0.55,
+    recency: 0.15,
+};
+/// A note that shares no word with the query is a candidate only when its vector is at least
+/// this close: below it, similarity is mostly noise.
+pub(super) const MIN_SIMILARITY: f64 = 0.35;
 /// A note's recency halves every this many days.
 const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
 const MS_PER_DAY: f64 = 86_400_000.0;
@@ -24,32 +37,50 @@ pub(super) fn fts_query(text: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" OR "))
 }
 
-/// A candidate from the index: its BM25 as FTS5 reports it (lower is better, negative for any
-/// match) and when it was written.
+struct Weights {
+    words: f64,
+    similarity: f64,
+    recency: f64,
+}
+
+/// A note that may answer the query: its BM25 as FTS5 reports it (lower is better, negative
+/// for any match; `None` when it shares no word with the query), its similarity to the query's
+/// vector (`None` without one), and when it was written.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Candidate {
     pub id: i64,
-    pub bm25: f64,
+    pub bm25: Option<f64>,
+    pub similarity: Option<f64>,
     pub created_ms: i64,
 }
 
-/// Scores in 0..=1, best first. Relevance is each BM25 relative to the best of the candidates,
-/// so the blend does not depend on BM25's unbounded scale.
-pub(super) fn rank(candidates: &[Candidate], now_ms: i64) -> Vec<(i64, f64)> {
+/// Scores in 0..=1, best first. Word relevance is each BM25 relative to the best of the
+/// candidates, so the blend does not depend on BM25's unbounded scale. `with_similarity` says
+/// the query had a vector: notes without one then score no similarity.
+pub(super) fn rank(
+    candidates: &[Candidate],
+    with_similarity: bool,
+    now_ms: i64,
+) -> Vec<(i64, f64)> {
+    let weights = if with_similarity {
+        WITH_SIMILARITY
+    } else {
+        WORDS_ONLY
+    };
     let best = candidates
         .iter()
-        .map(|candidate| candidate.bm25)
+        .filter_map(|candidate| candidate.bm25)
         .fold(0.0_f64, f64::min);
     let mut ranked: Vec<(i64, f64)> = candidates
         .iter()
         .map(|candidate| {
-            let relevance = if best < 0.0 {
-                (candidate.bm25 / best).clamp(0.0, 1.0)
-            } else {
-                0.0
+            let relevance = match candidate.bm25 {
+                Some(bm25) if best < 0.0 => (bm25 / best).clamp(0.0, 1.0),
+                _ => 0.0,
             };
-            let score = RELEVANCE_WEIGHT * relevance
-                + RECENCY_WEIGHT * recency(candidate.created_ms, now_ms);
+            let score = weights.words * relevance
+                + weights.similarity * candidate.similarity.unwrap_or(0.0)
+                + weights.recency * recency(candidate.created_ms, now_ms);
             (candidate.id, score)
         })
         .collect();
@@ -86,26 +117,49 @@ mod tests {
     #[test]
     fn a_better_match_beats_a_newer_one_and_equal_matches_go_to_the_newest() {
         let now = 400 * DAY;
+        let candidate = |id, bm25, age_days| Candidate {
+            id,
+            bm25: Some(bm25),
+            similarity: None,
+            created_ms: now - age_days * DAY,
+        };
         let candidates = [
-            Candidate {
-                id: 1,
-                bm25: -8.0,
-                created_ms: now - 90 * DAY,
-            },
-            Candidate {
-                id: 2,
-                bm25: -2.0,
-                created_ms: now,
-            },
-            Candidate {
-                id: 3,
-                bm25: -8.0,
-                created_ms: now - DAY,
-            },
+            candidate(1, -8.0, 90),
+            candidate(2, -2.0, 0),
+            candidate(3, -8.0, 1),
         ];
-        let ranked = rank(&candidates, now);
+        let ranked = rank(&candidates, false, now);
         let order: Vec<i64> = ranked.iter().map(|(id, _)| *id).collect();
         assert_eq!(order, [3, 1, 2]);
         assert!(ranked.iter().all(|(_, score)| (0.0..=1.0).contains(score)));
+    }
+
+    #[test]
+    fn similarity_lifts_a_note_that_shares_no_word_with_the_query() {
+        let now = 400 * DAY;
+        let candidates = [
+            Candidate {
+                id: 1,
+                bm25: Some(-1.0),
+                similarity: Some(0.1),
+                created_ms: now,
+            },
+            Candidate {
+                id: 2,
+                bm25: None,
+                similarity: Some(0.95),
+                created_ms: now,
+            },
+        ];
+        let order: Vec<i64> = rank(&candidates, true, now)
+            .iter()
+            .map(|(id, _)| *id)
+            .collect();
+        assert_eq!(order, [2, 1]);
+        let words_only: Vec<i64> = rank(&candidates, false, now)
+            .iter()
+            .map(|(id, _)| *id)
+            .collect();
+        assert_eq!(words_only, [1, 2]);
     }
 }

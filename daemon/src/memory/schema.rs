@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::MemoryError;
 
 /// Each migration brings the schema from its index to the next version.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: notes, and a full-text index over their text and tags whose rowid is the note's id.
     "CREATE TABLE notes (
          id INTEGER PRIMARY KEY,
@@ -19,6 +19,9 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX notes_by_workspace ON notes (workspace, id);
      CREATE VIRTUAL TABLE notes_fts USING fts5 (text, tags, tokenize = 'porter unicode61');",
+    // 2: an embedding per note (little-endian f32s) and the model that made it.
+    "ALTER TABLE notes ADD COLUMN embedding BLOB;
+     ALTER TABLE notes ADD COLUMN embedding_model TEXT;",
 ];
 
 /// The version this build writes.

@@ -14,6 +14,33 @@ fn note(text: &str, workspace: &str) -> NewNote {
     }
 }
 
+/// `super::insert` without an embedding.
+fn insert(
+    connection: &mut Connection,
+    note: NewNote,
+    now_ms: i64,
+) -> Result<MemoryNote, MemoryError> {
+    super::insert(connection, note, None, now_ms)
+}
+
+/// `super::recall` by words alone.
+fn recall(
+    connection: &Connection,
+    fts: &str,
+    limit: u32,
+    workspace: Option<&str>,
+    now_ms: i64,
+) -> Result<Vec<RecalledNote>, MemoryError> {
+    let search = Search {
+        fts,
+        vector: None,
+        limit,
+        workspace,
+        now_ms,
+    };
+    super::recall(connection, &search)
+}
+
 fn fresh() -> (tempfile::TempDir, Connection) {
     let dir = tempfile::tempdir().unwrap();
     let connection = open(&dir.path().join("memory.db")).unwrap();
@@ -280,10 +307,10 @@ async fn the_store_opens_on_first_use_and_serves_every_call() {
 
     let mut new = note("the CI runs on two cores", "/w");
     new.session_id = Some("s1".to_owned());
-    let stored = store.remember(new).await.unwrap();
+    let stored = store.remember(new, None).await.unwrap();
     assert_eq!(stored.session_id.as_deref(), Some("s1"));
     let recalled = store
-        .recall("cores", None, Some("/w".to_owned()))
+        .recall("cores", None, Some("/w".to_owned()), None)
         .await
         .unwrap();
     assert_eq!(recalled[0].note, stored);
@@ -293,7 +320,125 @@ async fn the_store_opens_on_first_use_and_serves_every_call() {
     );
     assert!(store.delete(stored.id).await.unwrap());
     assert!(matches!(
-        store.recall("", None, None).await,
+        store.recall("", None, None, None).await,
         Err(MemoryError::Invalid(_))
     ));
+}
+
+/// Words as vectors: each word (a few synonyms folded together) adds to one of 1024 dimensions, so
+/// notes sharing meaning but not words come out close, as a real embedding model's would.
+struct WordVectors {
+    fails: bool,
+}
+
+impl Embedder for WordVectors {
+    fn model(&self) -> &str {
+        "word-vectors"
+    }
+
+    fn embed<'a>(
+        &'a self,
+        text: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<f32>, String>> {
+        Box::pin(async move {
+            if self.fails {
+                return Err("503 from the embeddings endpoint".to_owned());
+            }
+            let mut vector = vec![0.0_f32; 1024];
+            for word in text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|word| !word.is_empty())
+            {
+                let word = word.to_lowercase();
+                let word = match word.as_str() {
+                    "kitten" | "feline" | "cats" => "cat",
+                    other => other,
+                };
+                let bucket = word
+                    .bytes()
+                    .fold(7_usize, |hash, byte| hash * 31 + byte as usize)
+                    % 1024;
+                vector[bucket] += 1.0;
+            }
+            Ok(vector)
+        })
+    }
+}
+
+#[tokio::test]
+async fn with_embeddings_a_note_is_found_by_meaning_as_well_as_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MemoryStore::new(dir.path().join("memory.db"));
+    let embedder = WordVectors { fails: false };
+    for index in 0..20 {
+        let text = format!("build step {index} runs the linter and then the tests");
+        store
+            .remember(note(&text, "/w"), Some(&embedder))
+            .await
+            .unwrap();
+    }
+    let cat = store
+        .remember(
+            note("a cat sleeps on the office keyboard", "/w"),
+            Some(&embedder),
+        )
+        .await
+        .unwrap();
+
+    let by_meaning = store
+        .recall("kitten", None, Some("/w".to_owned()), Some(&embedder))
+        .await
+        .unwrap();
+    assert_eq!(by_meaning[0].note, cat, "{by_meaning:#?}");
+    assert_eq!(by_meaning.len(), 1, "{by_meaning:#?}");
+
+    let by_words = store
+        .recall("kitten", None, Some("/w".to_owned()), None)
+        .await
+        .unwrap();
+    assert!(by_words.is_empty(), "{by_words:#?}");
+}
+
+#[tokio::test]
+async fn a_failing_embeddings_endpoint_leaves_words_to_do_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MemoryStore::new(dir.path().join("memory.db"));
+    let failing = WordVectors { fails: true };
+    let stored = store
+        .remember(note("the cat is called Tom", "/w"), Some(&failing))
+        .await
+        .unwrap();
+    let recalled = store
+        .recall("cat", None, None, Some(&failing))
+        .await
+        .unwrap();
+    assert_eq!(recalled[0].note, stored);
+}
+
+#[test]
+fn a_version_one_database_is_migrated_keeping_its_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let old = Connection::open(&path).unwrap();
+    old.execute_batch(schema::MIGRATIONS[0]).unwrap();
+    old.pragma_update(None, "user_version", 1).unwrap();
+    old.execute(
+        "INSERT INTO notes (text, tags, workspace, session_id, created, created_ms)
+         VALUES ('from version one', '[]', '/w', NULL, '2026-01-01T00:00:00.000Z', 0)",
+        [],
+    )
+    .unwrap();
+    drop(old);
+
+    let connection = open(&path).unwrap();
+    assert_eq!(
+        schema::version(&connection).unwrap(),
+        schema::CURRENT_VERSION
+    );
+    let notes = list(&connection, None, 10).unwrap();
+    assert_eq!(notes[0].text, "from version one");
+    let embedding: Option<Vec<u8>> = connection
+        .query_row("SELECT embedding FROM notes", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(embedding, None);
 }

@@ -62,28 +62,32 @@ pub(super) async fn run_prompts(
             control.running = Some(cancel.clone());
             (control.info.profile.clone(), control.info.cwd.clone())
         };
-        let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| TurnEnv {
-            log: Arc::clone(&session.log),
-            registry: Arc::clone(&shared.registry),
-            provider,
-            mode: session.mode.subscribe(),
-            approvals: Arc::clone(&session.approvals),
-            tools: ToolContext {
-                workspace,
-                cancel,
-                output: Arc::new(|_: &str| {}),
-                reads: Arc::clone(&reads),
-                tool_env: shared.providers.config().policy().tool_env.clone().into(),
-                secret_values: shared.providers.secret_values(),
-                background: Arc::clone(&session.background),
-                todos: Arc::clone(&session.todos),
-                memory: Some(MemoryAccess {
-                    store: Arc::clone(&shared.memory),
-                    session_id: session.id.clone(),
-                }),
-            },
-            stopping: shared.stopping.clone(),
-            checkpoints: session.checkpoints.clone(),
+        let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| {
+            let embedder = provider.embedder();
+            TurnEnv {
+                log: Arc::clone(&session.log),
+                registry: Arc::clone(&shared.registry),
+                provider,
+                mode: session.mode.subscribe(),
+                approvals: Arc::clone(&session.approvals),
+                tools: ToolContext {
+                    workspace,
+                    cancel,
+                    output: Arc::new(|_: &str| {}),
+                    reads: Arc::clone(&reads),
+                    tool_env: shared.providers.config().policy().tool_env.clone().into(),
+                    secret_values: shared.providers.secret_values(),
+                    background: Arc::clone(&session.background),
+                    todos: Arc::clone(&session.todos),
+                    memory: Some(MemoryAccess {
+                        store: Arc::clone(&shared.memory),
+                        session_id: session.id.clone(),
+                        embedder,
+                    }),
+                },
+                stopping: shared.stopping.clone(),
+                checkpoints: session.checkpoints.clone(),
+            }
         });
         let outcome = match (work, env) {
             (Work::Prompt { turn, text }, Ok(env)) => {

@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::memory::MemoryStore;
+use crate::memory::{Embedder, MemoryStore};
 use crate::sandbox::Workspace;
 
 pub use bash_background::BackgroundProcesses;
@@ -237,11 +237,13 @@ pub struct ToolContext {
     pub memory: Option<MemoryAccess>,
 }
 
-/// The memory store and the session that writes to it.
+/// The memory store, the session that writes to it, and the session's embeddings endpoint
+/// when its profile names one.
 #[derive(Clone)]
 pub struct MemoryAccess {
     pub store: Arc<MemoryStore>,
     pub session_id: String,
+    pub embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl ToolContext {
@@ -283,6 +285,7 @@ pub(crate) fn test_memory_context(root: &Path) -> (ToolContext, Arc<MemoryStore>
     context.memory = Some(MemoryAccess {
         store: Arc::clone(&store),
         session_id: "test-session".to_owned(),
+        embedder: None,
     });
     (context, store)
 }

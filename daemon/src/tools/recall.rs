@@ -35,7 +35,12 @@ impl Tool for Recall {
         let workspace = context.workspace.root().display().to_string();
         let recalled = memory
             .store
-            .recall(&args.query, args.limit, Some(workspace))
+            .recall(
+                &args.query,
+                args.limit,
+                Some(workspace),
+                memory.embedder.as_deref(),
+            )
             .await
             .map_err(|error| ToolError::new(error.to_string()))?;
         if recalled.is_empty() {
@@ -80,12 +85,15 @@ mod tests {
             ("unrelated: the coffee machine is on floor 2", here.as_str()),
         ] {
             store
-                .remember(NewNote {
-                    text: text.to_owned(),
-                    tags: vec!["lint".to_owned()],
-                    workspace: workspace.to_owned(),
-                    session_id: None,
-                })
+                .remember(
+                    NewNote {
+                        text: text.to_owned(),
+                        tags: vec!["lint".to_owned()],
+                        workspace: workspace.to_owned(),
+                        session_id: None,
+                    },
+                    None,
+                )
                 .await
                 .unwrap();
         }

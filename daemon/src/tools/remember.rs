@@ -35,12 +35,15 @@ impl Tool for Remember {
         let memory = context.memory()?;
         let note = memory
             .store
-            .remember(NewNote {
-                text: args.text,
-                tags: args.tags.unwrap_or_default(),
-                workspace: context.workspace.root().display().to_string(),
-                session_id: Some(memory.session_id.clone()),
-            })
+            .remember(
+                NewNote {
+                    text: args.text,
+                    tags: args.tags.unwrap_or_default(),
+                    workspace: context.workspace.root().display().to_string(),
+                    session_id: Some(memory.session_id.clone()),
+                },
+                memory.embedder.as_deref(),
+            )
             .await
             .map_err(|error| ToolError::new(error.to_string()))?;
         Ok(format!("remembered as note #{}", note.id))

@@ -2,14 +2,15 @@
 //! and `recall` tools use.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use cwcode_protocol::{DeleteResult, ErrorCode, MemoryListResult, MemoryRecallResult, methods};
 use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::types::error::INVALID_PARAMS_CODE;
 
-use super::Registrar;
-use crate::memory::{MemoryError, NewNote};
+use super::{Daemon, Registrar};
+use crate::memory::{Embedder, MemoryError, NewNote};
 
 fn memory_error(error: MemoryError) -> ErrorObjectOwned {
     let code = match error {
@@ -32,6 +33,14 @@ fn absolute(workspace: &str) -> Result<(), ErrorObjectOwned> {
     ))
 }
 
+/// The default profile's embeddings endpoint, when it names one: a client's notes and searches
+/// belong to no session, so they use the profile new sessions get.
+fn default_embedder(daemon: &Daemon) -> Option<Arc<dyn Embedder>> {
+    let providers = &daemon.shared.providers;
+    let profile = providers.default_profile().ok()?;
+    providers.get(&profile).ok()?.embedder()
+}
+
 pub(super) fn serve(api: &mut Registrar<'_>) -> Result<(), RegisterMethodError> {
     api.serve(methods::MemoryRemember, |daemon, params| async move {
         absolute(&params.workspace)?;
@@ -41,10 +50,11 @@ pub(super) fn serve(api: &mut Registrar<'_>) -> Result<(), RegisterMethodError> 
             workspace: params.workspace,
             session_id: None,
         };
+        let embedder = default_embedder(&daemon);
         daemon
             .shared
             .memory
-            .remember(note)
+            .remember(note, embedder.as_deref())
             .await
             .map_err(memory_error)
     })?;
@@ -52,10 +62,16 @@ pub(super) fn serve(api: &mut Registrar<'_>) -> Result<(), RegisterMethodError> 
         if let Some(workspace) = &params.workspace {
             absolute(workspace)?;
         }
+        let embedder = default_embedder(&daemon);
         let notes = daemon
             .shared
             .memory
-            .recall(&params.query, params.limit, params.workspace)
+            .recall(
+                &params.query,
+                params.limit,
+                params.workspace,
+                embedder.as_deref(),
+            )
             .await
             .map_err(memory_error)?;
         Ok(MemoryRecallResult { notes })
