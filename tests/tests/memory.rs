@@ -95,6 +95,13 @@ async fn a_remembered_note_survives_a_restart_and_ranks_first_among_fifty() {
         "remember how staging deploys work",
         "--wait",
     ]);
+    // Every built-in tool, memory's among them, still fits a small first request.
+    let first_request = provider.bodies()[0].len();
+    println!("first request: {first_request} bytes");
+    assert!(
+        first_request < 10 * 1024,
+        "first request {first_request} bytes"
+    );
     let remembered = last_tool_result(&provider.requests()[1]);
     assert!(
         remembered.starts_with("remembered as note #"),
