@@ -235,6 +235,8 @@ enum Command {
     /// Serve the Agent Client Protocol (version 1) on stdin/stdout for an editor (Zed,
     /// JetBrains, Neovim, Emacs, acpx): its sessions are ordinary cwcode sessions.
     Acp,
+    #[command(flatten)]
+    Memory(verbs::memory::MemoryCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -344,6 +346,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             DaemonAction::Stop => verbs::daemon::stop(json).await,
             DaemonAction::Status => verbs::daemon::status(json).await,
         },
+        Command::Memory(command) => verbs::memory::run(command, json).await,
         Command::New {
             cwd,
             profile,

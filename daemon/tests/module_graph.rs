@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("tools", 3),
     ("journal", 3),
     ("store", 4),
+    ("memory", 4),
     ("sandbox", 5),
     ("util", 6),
 ];

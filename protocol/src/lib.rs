@@ -6,6 +6,7 @@
 pub mod client;
 pub mod error;
 pub mod event;
+pub mod memory;
 pub mod methods;
 pub mod paths;
 pub mod schema;
@@ -14,5 +15,6 @@ pub mod types;
 pub use client::{Client, ClientError, ConnectOptions};
 pub use error::ErrorCode;
 pub use event::{Event, EventKind, TurnOutcome};
+pub use memory::*;
 pub use methods::Method;
 pub use types::*;

@@ -28,6 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::event::Event;
+use crate::memory::*;
 use crate::types::*;
 
 /// One JSON-RPC request/response method.
@@ -136,6 +137,10 @@ api_table! {
         GoalStatus, GOAL_STATUS = "goal/status": SessionRef => crate::types::GoalStatus;
         ProfileList, PROFILE_LIST = "profile/list": NoParams => Vec<ProfileInfo>;
         ConfigSetKey, CONFIG_SET_KEY = "config/setKey": SetKeyParams => Acknowledged;
+        MemoryRemember, MEMORY_REMEMBER = "memory/remember": MemoryRememberParams => MemoryNote;
+        MemoryRecall, MEMORY_RECALL = "memory/recall": MemoryRecallParams => MemoryRecallResult;
+        MemoryList, MEMORY_LIST = "memory/list": MemoryListParams => MemoryListResult;
+        MemoryDelete, MEMORY_DELETE = "memory/delete": MemoryDeleteParams => DeleteResult;
     }
     subscriptions {
         /// A session's events from a `seq`: the journal replayed, then live ones.

@@ -64,6 +64,11 @@ impl Paths {
         self.home.join("cwcoded.start-error")
     }
 
+    /// The notes of `remember`/`recall` (SQLite).
+    pub fn memory_db(&self) -> PathBuf {
+        self.home.join("memory.db")
+    }
+
     pub fn sessions_dir(&self) -> PathBuf {
         self.home.join("sessions")
     }

@@ -86,6 +86,7 @@ struct Inner {
     bodies: Mutex<Vec<Vec<u8>>>,
     cache: Option<Mutex<PrefixCache>>,
     billed: Mutex<Vec<(u64, u64)>>,
+    embedding_requests: Mutex<Vec<Value>>,
 }
 
 /// Bytes per token in the fake's accounting: close to what BPE tokenizers give for JSON and code.
@@ -171,6 +172,7 @@ impl FakeProvider {
         let inner = Arc::new(inner);
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
+            .route("/v1/embeddings", post(embeddings))
             .with_state(Arc::clone(&inner));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -207,6 +209,53 @@ impl FakeProvider {
     pub fn bodies(&self) -> Vec<Vec<u8>> {
         self.inner.bodies.lock().unwrap().clone()
     }
+
+    /// Every `/embeddings` request body.
+    pub fn embedding_requests(&self) -> Vec<Value> {
+        self.inner.embedding_requests.lock().unwrap().clone()
+    }
+}
+
+/// `/embeddings` answered with [`word_vector`] of the input, in OpenAI's shape.
+async fn embeddings(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    inner
+        .embedding_requests
+        .lock()
+        .unwrap()
+        .push(request.clone());
+    let input = request["input"].as_str().unwrap_or_default();
+    let answer = json!({
+        "object": "list",
+        "data": [{"object": "embedding", "index": 0, "embedding": word_vector(input)}],
+        "model": request["model"],
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(answer.to_string()))
+        .unwrap()
+}
+
+/// The fake's embedding: each word adds to one of 1024 dimensions, with a few synonyms folded
+/// together (kitten, feline → cat), so texts sharing meaning but no word come out close, as a
+/// real embedding model's do.
+pub fn word_vector(text: &str) -> Vec<f32> {
+    let mut vector = vec![0.0_f32; 1024];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+    {
+        let word = word.to_lowercase();
+        let word = match word.as_str() {
+            "kitten" | "feline" | "cats" => "cat",
+            other => other,
+        };
+        let bucket = word.bytes().fold(7_usize, |hash, byte| {
+            hash.wrapping_mul(31).wrapping_add(byte as usize)
+        }) % vector.len();
+        vector[bucket] += 1.0;
+    }
+    vector
 }
 
 async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {

@@ -234,7 +234,10 @@ async fn arbitrary_input_gets_an_answer_and_never_stops_the_daemon() {
                     let application = (-33099..=-33000).contains(&code);
                     // jsonrpsee's own: batch and request sizes, busy.
                     let server = (-32099..=-32000).contains(&code);
-                    prop_assert!(standard || application || server, "odd code {code} for {body:?}");
+                    prop_assert!(
+                        standard || application || server,
+                        "odd code {code} for {body:?}"
+                    );
                 }
             }
             Ok(())

@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod goal;
 pub mod history;
+pub mod memory;
 pub mod run;
 pub mod sessions;
 pub mod setup;

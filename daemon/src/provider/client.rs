@@ -2,6 +2,8 @@
 //! reads the SSE answer as it arrives and hands back the accumulated completion, retrying the
 //! faults that go away by themselves (SPEC §10).
 
+mod embeddings;
+
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -40,6 +42,9 @@ pub struct Provider {
     served: Arc<OnceCell<ServedModel>>,
     endpoint: Url,
     models_url: Url,
+    embeddings_url: Url,
+    /// The profile's `embeddings_model`; see `embeddings`.
+    embeddings_model: Option<String>,
     http: reqwest::Client,
     /// Kept only to scrub it from error text that a provider echoes back.
     api_key: Option<String>,
@@ -136,6 +141,8 @@ impl Provider {
             served: Arc::new(OnceCell::new()),
             endpoint: endpoints.chat,
             models_url: endpoints.models,
+            embeddings_url: endpoints.embeddings,
+            embeddings_model: profile.embeddings_model.clone(),
             http,
             api_key,
             key_source,
@@ -646,6 +653,7 @@ struct WireFunctionCall<'a> {
 struct Endpoints {
     chat: Url,
     models: Url,
+    embeddings: Url,
     /// The deployment a legacy Azure URL names.
     deployment: Option<String>,
 }
@@ -696,6 +704,7 @@ impl Endpoints {
         Ok(Endpoints {
             chat: with_path(&["chat", "completions"]),
             models: with_path(&["models"]),
+            embeddings: with_path(&["embeddings"]),
             deployment,
         })
     }

@@ -311,6 +311,7 @@ struct ProfileFields {
     request_timeout_secs: Option<u64>,
     #[serde(default, deserialize_with = "deserialize_max_attempts")]
     max_attempts: Option<u64>,
+    embeddings_model: Option<String>,
 }
 
 impl ProfileFields {
@@ -332,6 +333,7 @@ impl ProfileFields {
             idle_timeout_secs,
             request_timeout_secs,
             max_attempts,
+            embeddings_model,
         } = self;
         replace(&mut profile.base_url, base_url);
         replace(&mut profile.model, model);
@@ -344,6 +346,9 @@ impl ProfileFields {
         replace(&mut profile.reasoning_history, reasoning_history);
         replace(&mut profile.edit_tools, edit_tools);
         profile.pricing = pricing.or(profile.pricing);
+        profile.embeddings_model = embeddings_model
+            .filter(|model| !model.trim().is_empty())
+            .or(profile.embeddings_model);
         profile
             .request_extra
             .extend(request_extra.unwrap_or_default());

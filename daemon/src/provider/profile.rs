@@ -29,6 +29,8 @@ pub struct Profile {
     /// Merged into every request body, after the client's own fields and before the messages.
     pub request_extra: Map<String, Value>,
     pub limits: CallLimits,
+    /// The model of the endpoint's `/embeddings`, for memory's vectors; none: words only.
+    pub embeddings_model: Option<String>,
 }
 
 /// Which endpoint family the profile talks to, for the quirks that set it apart from the common
@@ -141,6 +143,7 @@ impl Profile {
             pricing: None,
             request_extra: Map::new(),
             limits: CallLimits::default(),
+            embeddings_model: None,
         }
     }
 
@@ -194,6 +197,7 @@ impl fmt::Debug for Profile {
             .field("pricing", &self.pricing)
             .field("request_extra", &self.request_extra)
             .field("limits", &self.limits)
+            .field("embeddings_model", &self.embeddings_model)
             .finish()
     }
 }

@@ -23,6 +23,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::memory::MemoryStore;
 use crate::provider::pool::Pool;
 use crate::session::{Sessions, Shared};
 use crate::tools::Registry;
@@ -79,6 +80,7 @@ pub async fn run(
         paths: paths.clone(),
         providers,
         registry: Arc::new(Registry::standard()),
+        memory: Arc::new(MemoryStore::new(paths.memory_db())),
         stopping: CancellationToken::new(),
     });
     let daemon = Arc::new(Daemon {

@@ -2,6 +2,8 @@
 //! them: each handler gets its method's params, calls into the session room and answers with its
 //! method's result, mapping errors to typed application codes.
 
+mod memory;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -242,6 +244,7 @@ pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodEr
     api.serve(methods::ProfileList, |daemon, NoParams {}| async move {
         Ok(daemon.shared.providers.profiles())
     })?;
+    memory::serve(&mut api)?;
     type Subscribe = methods::SessionSubscribe;
     module.register_subscription(
         Subscribe::NAME,
@@ -492,6 +495,7 @@ mod tests {
     use cwcode_protocol::paths::Paths;
 
     use super::*;
+    use crate::memory::MemoryStore;
     use crate::provider::pool::Pool;
     use crate::tools::Registry;
 
@@ -501,6 +505,7 @@ mod tests {
             providers: Pool::load(paths.config()).unwrap(),
             paths,
             registry: Arc::new(Registry::standard()),
+            memory: Arc::new(MemoryStore::new(home.join("memory.db"))),
             stopping: CancellationToken::new(),
         });
         let daemon = Arc::new(Daemon {

@@ -31,6 +31,7 @@ use crate::agent;
 use crate::agent::approvals::Answer;
 use crate::agent::instructions::{self, InstructionFiles};
 use crate::goals::LoopState;
+use crate::memory::MemoryStore;
 use crate::provider::ConfigError;
 use crate::provider::pool::NoDefaultProfile;
 use crate::provider::pool::Pool;
@@ -144,6 +145,8 @@ pub struct Shared {
     pub paths: Paths,
     pub providers: Pool,
     pub registry: Arc<Registry>,
+    /// The notes of `remember`/`recall`, shared by every session.
+    pub memory: Arc<MemoryStore>,
     /// Fired once when the daemon starts draining.
     pub stopping: CancellationToken,
 }

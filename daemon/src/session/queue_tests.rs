@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{Session, Sessions, Shared};
+use crate::memory::MemoryStore;
 use crate::provider::pool::Pool;
 use crate::tools::Registry;
 
@@ -159,6 +160,7 @@ impl Daemon {
             paths: paths.clone(),
             providers: Pool::load(paths.config()).unwrap(),
             registry: Arc::new(Registry::standard()),
+            memory: Arc::new(MemoryStore::new(paths.memory_db())),
             stopping: CancellationToken::new(),
         });
         let sessions = Sessions::load(Arc::clone(&shared));

@@ -21,7 +21,7 @@ use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
 use crate::sandbox::Workspace;
-use crate::tools::{ReadLedger, ToolContext};
+use crate::tools::{MemoryAccess, ReadLedger, ToolContext};
 
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
@@ -64,25 +64,33 @@ pub(super) async fn run_prompts(
             control.running = Some(cancel.clone());
             (control.info.profile.clone(), control.info.cwd.clone())
         };
-        let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| TurnEnv {
-            log: Arc::clone(&session.log),
-            registry: Arc::clone(&shared.registry),
-            provider,
-            mode: session.mode.subscribe(),
-            approvals: Arc::clone(&session.approvals) as Arc<dyn ApprovalGate>,
-            tools: ToolContext {
-                workspace,
-                cancel,
-                output: Arc::new(|_: &str| {}),
-                reads: Arc::clone(&reads),
-                tool_env: shared.providers.config().policy().tool_env.clone().into(),
-                secret_values: shared.providers.secret_values(),
-                background: Arc::clone(&session.background),
-                todos: Arc::clone(&session.todos),
-            },
-            stopping: shared.stopping.clone(),
-            checkpoints: session.checkpoints.clone(),
-            instructions: InstructionFiles::new(&shared.paths.home, Path::new(&cwd)),
+        let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| {
+            let embedder = provider.embedder();
+            TurnEnv {
+                log: Arc::clone(&session.log),
+                registry: Arc::clone(&shared.registry),
+                provider,
+                mode: session.mode.subscribe(),
+                approvals: Arc::clone(&session.approvals) as Arc<dyn ApprovalGate>,
+                tools: ToolContext {
+                    workspace,
+                    cancel,
+                    output: Arc::new(|_: &str| {}),
+                    reads: Arc::clone(&reads),
+                    tool_env: shared.providers.config().policy().tool_env.clone().into(),
+                    secret_values: shared.providers.secret_values(),
+                    background: Arc::clone(&session.background),
+                    todos: Arc::clone(&session.todos),
+                    memory: Some(MemoryAccess {
+                        store: Arc::clone(&shared.memory),
+                        session_id: session.id.clone(),
+                        embedder,
+                    }),
+                },
+                stopping: shared.stopping.clone(),
+                checkpoints: session.checkpoints.clone(),
+                instructions: InstructionFiles::new(&shared.paths.home, Path::new(&cwd)),
+            }
         });
         let outcome = match (work, env) {
             (Work::Prompt { turn, text }, Ok(env)) => {

@@ -11,8 +11,10 @@ mod grep;
 pub mod hashline;
 mod ls;
 mod read_file;
+mod recall;
 mod redacting_sink;
 mod registry;
+mod remember;
 mod todo_write;
 mod write_file;
 
@@ -25,6 +27,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::memory::{Embedder, MemoryStore};
 use crate::sandbox::Workspace;
 
 pub use bash::{CommandRun, run_command};
@@ -232,6 +235,17 @@ pub struct ToolContext {
     pub background: Arc<BackgroundProcesses>,
     /// The session's todo list, which `todo_write` replaces.
     pub todos: Arc<TodoList>,
+    /// The notes `remember` and `recall` use; `None` outside a session.
+    pub memory: Option<MemoryAccess>,
+}
+
+/// The memory store, the session that writes to it, and the session's embeddings endpoint
+/// when its profile names one.
+#[derive(Clone)]
+pub struct MemoryAccess {
+    pub store: Arc<MemoryStore>,
+    pub session_id: String,
+    pub embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl ToolContext {
@@ -247,7 +261,14 @@ impl ToolContext {
             secret_values: Arc::from(Vec::new()),
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(TodoList::default()),
+            memory: None,
         }
+    }
+
+    fn memory(&self) -> Result<&MemoryAccess, ToolError> {
+        self.memory.as_ref().ok_or_else(|| {
+            ToolError::new("memory is not available here: remember and recall work in a session")
+        })
     }
 }
 
@@ -256,4 +277,17 @@ impl ToolContext {
 #[allow(clippy::unwrap_used)]
 pub(crate) fn test_context(root: &Path) -> ToolContext {
     ToolContext::standalone(Workspace::new(root).unwrap())
+}
+
+/// A context with a memory store of its own under `root`, for the memory tools' tests.
+#[cfg(test)]
+pub(crate) fn test_memory_context(root: &Path) -> (ToolContext, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new(root.join("memory.db")));
+    let mut context = test_context(root);
+    context.memory = Some(MemoryAccess {
+        store: Arc::clone(&store),
+        session_id: "test-session".to_owned(),
+        embedder: None,
+    });
+    (context, store)
 }
