@@ -7,6 +7,7 @@ use std::fmt;
 use std::io;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
@@ -27,6 +28,39 @@ pub struct Config {
     default_profile: Option<String>,
     profiles: BTreeMap<String, Profile>,
     policy: Policy,
+    chrome: Chrome,
+}
+
+/// The user's own Chrome, which `chrome_fetch` drives over the DevTools Protocol.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chrome {
+    /// A `ws://` URL, a port on 127.0.0.1, or a Chrome profile directory whose
+    /// `DevToolsActivePort` file names the port.
+    #[serde(default, deserialize_with = "deserialize_chrome_endpoint")]
+    pub endpoint: Option<Arc<str>>,
+}
+
+fn deserialize_chrome_endpoint<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Arc<str>>, D::Error> {
+    let text = match Value::deserialize(deserializer)? {
+        Value::Null => return Ok(None),
+        Value::String(text) => text.trim().to_owned(),
+        Value::Number(port)
+            if port
+                .as_u64()
+                .is_some_and(|port| port <= u64::from(u16::MAX)) =>
+        {
+            port.to_string()
+        }
+        other => {
+            return Err(de::Error::custom(format!(
+                "expected a ws:// URL, a port or Chrome's profile directory, not {other}"
+            )));
+        }
+    };
+    Ok((!text.is_empty()).then(|| Arc::from(text)))
 }
 
 /// What the user allows beyond the defaults.
@@ -98,6 +132,7 @@ impl Default for Config {
             default_profile: None,
             profiles: builtin::profiles().collect(),
             policy: Policy::default(),
+            chrome: Chrome::default(),
         }
     }
 }
@@ -128,6 +163,7 @@ impl Config {
         config.profiles.extend(file.profiles);
         config.default_profile = file.default_profile;
         config.policy = file.policy;
+        config.chrome = file.chrome;
         config.validate(path)?;
         Ok(config)
     }
@@ -194,6 +230,10 @@ impl Config {
         &self.policy
     }
 
+    pub fn chrome(&self) -> &Chrome {
+        &self.chrome
+    }
+
     /// Every API key value in force, from config.json or the environment, so tools can redact
     /// them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
@@ -251,6 +291,8 @@ struct ConfigFile {
     profiles: BTreeMap<String, Profile>,
     #[serde(default)]
     policy: Policy,
+    #[serde(default)]
+    chrome: Chrome,
 }
 
 /// A profile as the file writes it: every field optional, because an override of a built-in

@@ -19,7 +19,7 @@ use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
 use crate::sandbox::Workspace;
-use crate::tools::{ReadLedger, ToolContext};
+use crate::tools::{ReadLedger, ToolContext, WebCache};
 
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
@@ -34,6 +34,7 @@ pub(super) async fn run_prompts(
         close_turn_when_possible(&session, &mut conversation, open, &shared.stopping).await;
     }
     let reads = Arc::new(Mutex::new(ReadLedger::default()));
+    let web_cache = Arc::new(WebCache::default());
     // A prompt whose turn the journal refused to start waits for it, ahead of the queue.
     let mut retry: Option<(u32, String)> = None;
     let mut retry_delay = Duration::from_millis(250);
@@ -77,6 +78,8 @@ pub(super) async fn run_prompts(
                 secret_values: shared.providers.secret_values(),
                 background: Arc::clone(&session.background),
                 todos: Arc::clone(&session.todos),
+                web_cache: Arc::clone(&web_cache),
+                chrome_endpoint: shared.providers.config().chrome().endpoint.clone(),
             },
             stopping: shared.stopping.clone(),
             checkpoints: session.checkpoints.clone(),

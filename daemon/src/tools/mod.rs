@@ -3,16 +3,19 @@
 
 mod bash;
 mod bash_background;
+mod chrome_fetch;
 mod edit_file;
 mod edit_lines;
 mod glob;
 mod grep;
 pub mod hashline;
 mod ls;
+mod markdown;
 mod read_file;
 mod redacting_sink;
 mod registry;
 mod todo_write;
+mod web_fetch;
 mod write_file;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +32,7 @@ use crate::sandbox::Workspace;
 pub use bash_background::BackgroundProcesses;
 pub use registry::{Registry, ToolSpec};
 pub use todo_write::{TodoItem, TodoList, TodoStatus};
+pub use web_fetch::WebCache;
 
 /// The most a tool result may hold, in bytes; the registry cuts anything longer, and tools that
 /// can shape their output (a read window, a command's head and tail) stay under it themselves.
@@ -230,6 +234,10 @@ pub struct ToolContext {
     pub background: Arc<BackgroundProcesses>,
     /// The session's todo list, which `todo_write` replaces.
     pub todos: Arc<TodoList>,
+    /// The pages the session fetched with `web_fetch`.
+    pub web_cache: Arc<WebCache>,
+    /// Where `chrome_fetch` finds the user's Chrome (`chrome.endpoint` in config.json).
+    pub chrome_endpoint: Option<Arc<str>>,
 }
 
 impl ToolContext {
@@ -245,6 +253,8 @@ impl ToolContext {
             secret_values: Arc::from(Vec::new()),
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(TodoList::default()),
+            web_cache: Arc::new(WebCache::default()),
+            chrome_endpoint: None,
         }
     }
 }

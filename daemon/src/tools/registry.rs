@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::bash::Bash;
 use super::bash_background::BashBackground;
+use super::chrome_fetch::ChromeFetch;
 use super::edit_file::EditFile;
 use super::edit_lines::EditLines;
 use super::glob::Glob;
@@ -17,6 +18,7 @@ use super::ls::Ls;
 use super::read_file::ReadFile;
 use super::redacting_sink::RedactingSink;
 use super::todo_write::TodoWrite;
+use super::web_fetch::WebFetch;
 use super::write_file::WriteFile;
 use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput};
 use crate::sandbox::secrets::Redactor;
@@ -99,6 +101,8 @@ impl Registry {
         registry.register(Grep);
         registry.register(Ls);
         registry.register(TodoWrite);
+        registry.register(WebFetch::default());
+        registry.register(ChromeFetch);
         registry
     }
 
@@ -370,7 +374,9 @@ mod tests {
                 "glob",
                 "grep",
                 "ls",
-                "todo_write"
+                "todo_write",
+                "web_fetch",
+                "chrome_fetch"
             ]
         );
     }
@@ -380,7 +386,15 @@ mod tests {
         let registry = Registry::standard();
         assert_eq!(
             names(registry.specs(false)),
-            ["read_file", "glob", "grep", "ls", "todo_write"]
+            [
+                "read_file",
+                "glob",
+                "grep",
+                "ls",
+                "todo_write",
+                "web_fetch",
+                "chrome_fetch"
+            ]
         );
         assert!(registry.get("bash").unwrap().mutates);
         assert!(registry.get("bash_background").unwrap().mutates);
@@ -446,7 +460,7 @@ mod tests {
         assert_eq!(
             error.message,
             "there is no tool named `write`; the tools are: read_file, edit_lines, bash, \
-             bash_background, write_file, edit_file, glob, grep, ls, todo_write"
+             bash_background, write_file, edit_file, glob, grep, ls, todo_write, web_fetch, chrome_fetch"
         );
     }
 
