@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 use super::markdown::html_to_markdown;
-use super::web_fetch::{checked_url, shown};
+use super::web_fetch::{checked_url, error_chain, shown};
 use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 /// Connecting includes the handshake, which Chrome may hold while it asks the user to allow it.
@@ -188,10 +188,10 @@ async fn url_from_port(port: u16, endpoint: &str) -> Result<Url, ToolError> {
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|error| not_listening(reason_of(&error)))?
+        .map_err(|error| not_listening(error_chain(&error)))?
         .bytes()
         .await
-        .map_err(|error| not_listening(reason_of(&error)))?;
+        .map_err(|error| not_listening(error_chain(&error)))?;
     let version: Value = serde_json::from_slice(&body)
         .map_err(|error| not_listening(format!("its /json/version is not JSON: {error}")))?;
     let address = version["webSocketDebuggerUrl"].as_str().ok_or_else(|| {
@@ -202,16 +202,6 @@ async fn url_from_port(port: u16, endpoint: &str) -> Result<Url, ToolError> {
             "chrome.endpoint `{endpoint}`: Chrome named `{address}`, not a URL: {error}"
         ))
     })
-}
-
-fn reason_of(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text = format!("{text}: {cause}");
-        source = cause.source();
-    }
-    text
 }
 
 /// Chrome writes `DevToolsActivePort` into the profile directory while remote debugging is on:

@@ -394,7 +394,7 @@ fn request_failed(url: &Url, error: &reqwest::Error) -> ToolError {
         if let Some(refused) = cause.downcast_ref::<RedirectRefused>() {
             return ToolError::new(format!("{url} was not fetched: {refused}"));
         }
-        if cause.downcast_ref::<rustls::Error>().is_some() {
+        if is_tls_error(cause) {
             return ToolError::new(format!("TLS failure talking to {host}: {cause}"));
         }
         source = cause.source();
@@ -424,11 +424,29 @@ fn request_failed(url: &Url, error: &reqwest::Error) -> ToolError {
     ToolError::new(format!("{url}: {what} ({chain})"))
 }
 
+/// rustls's error arrives wrapped in io::Errors, whose `source` skips what they wrap.
+fn is_tls_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = cause;
+    loop {
+        if current.is::<rustls::Error>() {
+            return true;
+        }
+        match current
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            Some(inner) => current = inner,
+            None => return false,
+        }
+    }
+}
+
 fn port_of(url: &Url) -> u16 {
     url.port_or_known_default().unwrap_or_default()
 }
 
-fn error_chain(error: &reqwest::Error) -> String {
+/// The error with its causes: reqwest's own message ("error sending request") names none of them.
+pub(super) fn error_chain(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -516,6 +534,35 @@ mod tests {
         assert_eq!(sniff(b"plain words"), Class::Text);
         assert_eq!(sniff(b"\x89PNG\r\n\x1a\n\0\0"), Class::Binary);
         assert_eq!(sniff("caf\u{e9}".as_bytes()[..4].as_ref()), Class::Text);
+    }
+
+    #[tokio::test]
+    async fn web_a_server_that_speaks_no_tls_is_a_tls_failure() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n\r\nplain").await;
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let args = WebFetchArgs {
+            url: format!("https://127.0.0.1:{port}/"),
+            max_bytes: None,
+        };
+
+        let error = WebFetch::default()
+            .call(args, &crate::tools::test_context(dir.path()))
+            .await
+            .unwrap_err();
+
+        assert!(
+            error
+                .message
+                .starts_with("TLS failure talking to 127.0.0.1"),
+            "{error}"
+        );
     }
 
     #[test]
