@@ -19,7 +19,7 @@ use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
 use crate::sandbox::Workspace;
-use crate::tools::{ReadLedger, ToolContext, WebCache};
+use crate::tools::{EditTools, ReadLedger, ToolContext, WebCache};
 
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
@@ -80,6 +80,7 @@ pub(super) async fn run_prompts(
                 todos: Arc::clone(&session.todos),
                 web_cache: Arc::clone(&web_cache),
                 chrome_endpoint: shared.providers.config().chrome().endpoint.clone(),
+                edit_tools: edit_tools_of(&shared, &profile),
             },
             stopping: shared.stopping.clone(),
             checkpoints: session.checkpoints.clone(),
@@ -173,6 +174,20 @@ fn hidden_from_tools(paths: &Paths) -> Vec<PathBuf> {
 }
 
 /// The provider and workspace a turn needs, or why it cannot run.
+/// The profile's choice of edit tools; a profile gone from the config fails the turn elsewhere.
+fn edit_tools_of(shared: &Shared, profile: &str) -> EditTools {
+    match shared
+        .providers
+        .config()
+        .profile(profile)
+        .map(|profile| profile.edit_tools)
+    {
+        Ok(crate::provider::EditTools::Hashline) => EditTools::Hashline,
+        Ok(crate::provider::EditTools::Replace) => EditTools::Replace,
+        Ok(crate::provider::EditTools::Both) | Err(_) => EditTools::Both,
+    }
+}
+
 fn prepare_turn(
     shared: &Shared,
     profile: &str,

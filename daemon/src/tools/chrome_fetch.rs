@@ -7,6 +7,7 @@
 //! tree through jsonrpsee: the five commands needed here do not justify `chromiumoxide`'s
 //! generated bindings for the whole protocol, a large build on a small machine.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,14 +30,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 const PAGE_TIMEOUT: Duration = Duration::from_secs(30);
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// After the load event, the page is sampled until it stops changing, for at most this long.
-const SETTLE_LIMIT: Duration = Duration::from_secs(3);
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 const SETTLE_STEP: Duration = Duration::from_millis(100);
-/// How long the document must stay unchanged to count as rendered.
-const SETTLE_QUIET: Duration = Duration::from_millis(500);
+/// How long the document must stay unchanged to count as rendered: over a second, because Chrome
+/// runs the timers of a background tab only once a second.
+const SETTLE_QUIET: Duration = Duration::from_millis(1200);
 /// The most HTML taken from the tab; the rest is cut with a note.
 const MAX_HTML_CHARS: usize = 5_000_000;
 /// A protocol message larger than this ends the call (the HTML above fits in it with room).
 const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+/// Load events remembered while another answer is awaited (a tab loads one page at a time).
+const REMEMBERED_LOADS: usize = 16;
 /// Events that are not the awaited answer are skipped, but not forever.
 const MAX_SKIPPED_MESSAGES: usize = 10_000;
 
@@ -247,7 +251,12 @@ async fn read_tab(cdp: &mut Cdp, target: &str, url: &Url) -> Result<Rendered, To
     let session = text_field(&attached, "sessionId")?;
     let session = Some(session.as_str());
     cdp.call(session, "Page.enable", json!({})).await?;
-    cdp.loaded = false;
+    cdp.call(
+        session,
+        "Page.setLifecycleEventsEnabled",
+        json!({"enabled": true}),
+    )
+    .await?;
     let navigated = cdp
         .call(session, "Page.navigate", json!({"url": url.as_str()}))
         .await?;
@@ -259,7 +268,10 @@ async fn read_tab(cdp: &mut Cdp, target: &str, url: &Url) -> Result<Rendered, To
             "Chrome could not load {url}: {error}"
         )));
     }
-    cdp.wait_for_load(session).await?;
+    // A navigation within the document has no loader of its own and nothing to wait for.
+    if let Some(loader) = navigated["loaderId"].as_str() {
+        cdp.wait_for_load(session, loader).await?;
+    }
     settle(cdp, session).await?;
     let expression = format!(
         "(() => {{ const html = document.documentElement.outerHTML; return {{href: location.href, \
@@ -359,13 +371,14 @@ impl Drop for TabGuard {
 type Socket = Compat<TcpStream>;
 
 /// One DevTools connection: commands answered in order of their ids, events skipped except the
-/// load event awaited.
+/// load events awaited.
 struct Cdp {
     sender: Sender<Socket>,
     receiver: Receiver<Socket>,
     next_id: u64,
-    /// Whether the tab's load event came while another answer was awaited.
-    loaded: bool,
+    /// The navigations (loader ids) whose load event came, the latest last: the about:blank
+    /// the tab opened with must not pass for the page.
+    loaded: VecDeque<String>,
 }
 
 impl Cdp {
@@ -420,7 +433,7 @@ impl Cdp {
             sender,
             receiver,
             next_id: 1,
-            loaded: false,
+            loaded: VecDeque::new(),
         })
     }
 
@@ -462,9 +475,13 @@ impl Cdp {
         Err(self.flooded(method))
     }
 
-    async fn wait_for_load(&mut self, session: Option<&str>) -> Result<(), ToolError> {
+    async fn wait_for_load(
+        &mut self,
+        session: Option<&str>,
+        loader: &str,
+    ) -> Result<(), ToolError> {
         for _ in 0..MAX_SKIPPED_MESSAGES {
-            if self.loaded {
+            if self.loaded.iter().any(|loaded| loaded == loader) {
                 return Ok(());
             }
             let incoming = self.receive("the page load").await?;
@@ -474,9 +491,16 @@ impl Cdp {
     }
 
     fn note_event(&mut self, incoming: &Value, session: Option<&str>) {
-        if incoming["method"] == "Page.loadEventFired" && incoming["sessionId"].as_str() == session
+        let params = &incoming["params"];
+        if incoming["method"] == "Page.lifecycleEvent"
+            && params["name"] == "load"
+            && incoming["sessionId"].as_str() == session
+            && let Some(loader) = params["loaderId"].as_str()
         {
-            self.loaded = true;
+            if self.loaded.len() == REMEMBERED_LOADS {
+                self.loaded.pop_front();
+            }
+            self.loaded.push_back(loader.to_owned());
         }
     }
 

@@ -38,6 +38,32 @@ pub use web_fetch::WebCache;
 /// can shape their output (a read window, a command's head and tail) stay under it themselves.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
+/// Which file-editing tools a session offers (SPEC §7.1), from its profile's `edit_tools`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EditTools {
+    /// `edit_lines`, and `read_file` lines with their hash anchors.
+    Hashline,
+    /// `edit_file`, and `read_file` lines as plain `LINE|content`.
+    Replace,
+    #[default]
+    Both,
+}
+
+impl EditTools {
+    /// Whether the tool of this name is offered under this choice.
+    pub fn offers(self, tool: &str) -> bool {
+        !matches!(
+            (self, tool),
+            (Self::Hashline, "edit_file") | (Self::Replace, "edit_lines")
+        )
+    }
+
+    /// Whether `read_file` shows each line's `LINE:HASH` anchor.
+    pub fn anchors_lines(self) -> bool {
+        self != Self::Replace
+    }
+}
+
 /// What a tool declares about itself, independent of any call.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolDefinition {
@@ -238,6 +264,8 @@ pub struct ToolContext {
     pub web_cache: Arc<WebCache>,
     /// Where `chrome_fetch` finds the user's Chrome (`chrome.endpoint` in config.json).
     pub chrome_endpoint: Option<Arc<str>>,
+    /// The edit tools the session's profile offers; `read_file` shows lines to match.
+    pub edit_tools: EditTools,
 }
 
 impl ToolContext {
@@ -255,6 +283,7 @@ impl ToolContext {
             todos: Arc::new(TodoList::default()),
             web_cache: Arc::new(WebCache::default()),
             chrome_endpoint: None,
+            edit_tools: EditTools::default(),
         }
     }
 }
