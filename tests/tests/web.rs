@@ -55,6 +55,8 @@ async fn serve_site() -> Site {
             "/scripted",
             get(|| async { ([(header::CONTENT_TYPE, "text/html")], SCRIPTED) }),
         )
+        // Never answers: a page that never loads.
+        .route("/hanging", get(std::future::pending::<String>))
         .route("/loop/a", get(|| async { Redirect::temporary("/loop/b") }))
         .route("/loop/b", get(|| async { Redirect::temporary("/loop/a") }))
         .route(
@@ -406,6 +408,47 @@ async fn chrome_fetch_sees_what_javascript_builds_and_closes_its_tab() {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "tabs left open: {tabs:?} (before: {tabs_before:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_chrome_fetch_closes_its_tab() {
+    let Some(chromium) = Chromium::start() else {
+        return;
+    };
+    let site = serve_site().await;
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    configure_chrome(&home, &chromium.port.to_string());
+    let _daemon = home.start_daemon();
+    let tabs_before = chromium.tabs().await;
+    provider
+        .reply(tool_calls(&[(
+            "c",
+            "chrome_fetch",
+            json!({ "url": format!("{}/hanging", site.base) }),
+        )]))
+        .reply(text("unused"));
+    let id = home.new_session("plan");
+    home.cli_ok(&["send", &id, "read the page that never loads"]);
+
+    let start = Instant::now();
+    while chromium.tabs().await.len() <= tabs_before.len() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "chrome_fetch opened no tab"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    home.cli_ok(&["cancel", &id]);
+
+    let start = Instant::now();
+    while chromium.tabs().await != tabs_before {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the cancelled call left its tab open"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
