@@ -23,6 +23,15 @@ pub fn lexically_normal(path: &Path) -> PathBuf {
     normal
 }
 
+/// reqwest is built without a TLS provider of its own (its default, aws-lc-rs, is a slow C build),
+/// so ring is installed as the process default. Losing a race to another installer is fine: the
+/// provider it installed serves as well.
+pub fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,7 +85,7 @@ impl TurnEnv {
 
     fn offered_tools(&self, mode: Mode) -> Vec<FunctionSpec> {
         self.registry
-            .specs(mode != Mode::Plan)
+            .offered(mode != Mode::Plan, self.tools.edit_tools)
             .map(|spec| FunctionSpec {
                 name: spec.name.to_owned(),
                 description: spec.description.to_owned(),

@@ -128,7 +128,7 @@ impl Provider {
             }
         };
         let headers = default_headers(profile, api_key.as_deref())?;
-        install_crypto_provider();
+        crate::util::install_crypto_provider();
         let http = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(CONNECT_TIMEOUT)
@@ -741,15 +741,6 @@ fn sensitive_header_value(name: &str, value: &str) -> Result<HeaderValue, Provid
     })?;
     value.set_sensitive(true);
     Ok(value)
-}
-
-/// reqwest is built without a TLS provider of its own (its default, aws-lc-rs, is a slow C build),
-/// so ring is installed as the process default. Losing a race to another installer is fine: the
-/// provider it installed serves as well.
-fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
 }
 
 fn provider_error_text(text: &str) -> String {

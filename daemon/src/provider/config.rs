@@ -7,6 +7,7 @@ use std::fmt;
 use std::io;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
@@ -30,6 +31,39 @@ pub struct Config {
     policy: Policy,
     goal: GoalDefaults,
     hooks: Hooks,
+    chrome: Chrome,
+}
+
+/// The user's own Chrome, which `chrome_fetch` drives over the DevTools Protocol.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chrome {
+    /// A `ws://` URL, a port on 127.0.0.1, or a Chrome profile directory whose
+    /// `DevToolsActivePort` file names the port.
+    #[serde(default, deserialize_with = "deserialize_chrome_endpoint")]
+    pub endpoint: Option<Arc<str>>,
+}
+
+fn deserialize_chrome_endpoint<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Arc<str>>, D::Error> {
+    let text = match Value::deserialize(deserializer)? {
+        Value::Null => return Ok(None),
+        Value::String(text) => text.trim().to_owned(),
+        Value::Number(port)
+            if port
+                .as_u64()
+                .is_some_and(|port| port <= u64::from(u16::MAX)) =>
+        {
+            port.to_string()
+        }
+        other => {
+            return Err(de::Error::custom(format!(
+                "expected a ws:// URL, a port or Chrome's profile directory, not {other}"
+            )));
+        }
+    };
+    Ok((!text.is_empty()).then(|| Arc::from(text)))
 }
 
 /// What the user allows beyond the defaults.
@@ -103,6 +137,7 @@ impl Default for Config {
             policy: Policy::default(),
             goal: GoalDefaults::default(),
             hooks: Hooks::default(),
+            chrome: Chrome::default(),
         }
     }
 }
@@ -135,6 +170,7 @@ impl Config {
         config.policy = file.policy;
         config.goal = file.goal;
         config.hooks = file.hooks;
+        config.chrome = file.chrome;
         config.validate(path)?;
         Ok(config)
     }
@@ -222,6 +258,10 @@ impl Config {
         &self.hooks
     }
 
+    pub fn chrome(&self) -> &Chrome {
+        &self.chrome
+    }
+
     /// Every API key value in force, from config.json or the environment, so tools can redact
     /// them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
@@ -283,6 +323,8 @@ struct ConfigFile {
     goal: GoalDefaults,
     #[serde(default)]
     hooks: Hooks,
+    #[serde(default)]
+    chrome: Chrome,
 }
 
 /// A profile as the file writes it: every field optional, because an override of a built-in

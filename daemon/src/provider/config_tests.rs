@@ -493,3 +493,23 @@ fn set_key_refuses_unknown_profiles_broken_files_and_unsendable_keys() {
         "{\"profiles\": {,}}"
     );
 }
+
+#[test]
+fn web_chrome_endpoint_is_a_string_or_a_port_and_nothing_else() {
+    let endpoint = |json: &str| {
+        load_text(&format!(r#"{{"chrome": {{"endpoint": {json}}}}}"#))
+            .map(|config| config.chrome().endpoint.as_deref().map(str::to_owned))
+    };
+    assert_eq!(
+        endpoint(r#"" ~/.config/google-chrome ""#)
+            .unwrap()
+            .as_deref(),
+        Some("~/.config/google-chrome")
+    );
+    assert_eq!(endpoint("9222").unwrap().as_deref(), Some("9222"));
+    assert_eq!(endpoint(r#""""#).unwrap(), None);
+    assert_eq!(load_text("{}").unwrap().chrome().endpoint, None);
+    let error = endpoint("true").unwrap_err().to_string();
+    assert!(error.contains("chrome.endpoint"), "{error}");
+    assert!(error.contains("expected a ws:// URL, a port"), "{error}");
+}

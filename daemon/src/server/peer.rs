@@ -154,9 +154,10 @@ mod tests {
             socat.is_ok_and(|status| status.success()),
             "this test needs socat (apt-get install socat)"
         );
-        // A grandchild, as a tool's shell would start it: sh → socat.
+        // A grandchild, as a tool's shell would start it: sh → socat. It holds the connection
+        // while its input lasts, so it is still alive when its pid is looked up.
         let script = format!(
-            "socat -u OPEN:/dev/null UNIX-CONNECT:{} & wait",
+            "sleep 3 | socat -u STDIN UNIX-CONNECT:{} & wait",
             socket.display()
         );
         let mut child = Command::new("sh")

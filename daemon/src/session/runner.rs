@@ -21,7 +21,7 @@ use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
 use crate::sandbox::Workspace;
-use crate::tools::{MemoryAccess, ReadLedger, ToolContext};
+use crate::tools::{EditTools, MemoryAccess, ReadLedger, ToolContext, WebCache};
 
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
@@ -36,6 +36,7 @@ pub(super) async fn run_prompts(
         close_turn_when_possible(&session, &mut conversation, open, &shared.stopping).await;
     }
     let reads = Arc::new(Mutex::new(ReadLedger::default()));
+    let web_cache = Arc::new(WebCache::default());
     // A prompt whose turn the journal refused to start waits for it, ahead of the queue.
     let mut retry: Option<(u32, String)> = None;
     let mut retry_delay = Duration::from_millis(250);
@@ -81,6 +82,9 @@ pub(super) async fn run_prompts(
                     secret_values: shared.providers.secret_values(),
                     background: Arc::clone(&session.background),
                     todos: Arc::clone(&session.todos),
+                    web_cache: Arc::clone(&web_cache),
+                    chrome_endpoint: shared.providers.config().chrome().endpoint.clone(),
+                    edit_tools: edit_tools_of(&shared, &profile),
                     memory: Some(MemoryAccess {
                         store: Arc::clone(&shared.memory),
                         session_id: session.id.clone(),
@@ -181,6 +185,20 @@ fn hidden_from_tools(paths: &Paths) -> Vec<PathBuf> {
 }
 
 /// The provider and workspace a turn needs, or why it cannot run.
+/// The profile's choice of edit tools; a profile gone from the config fails the turn elsewhere.
+fn edit_tools_of(shared: &Shared, profile: &str) -> EditTools {
+    match shared
+        .providers
+        .config()
+        .profile(profile)
+        .map(|profile| profile.edit_tools)
+    {
+        Ok(crate::provider::EditTools::Hashline) => EditTools::Hashline,
+        Ok(crate::provider::EditTools::Replace) => EditTools::Replace,
+        Ok(crate::provider::EditTools::Both) | Err(_) => EditTools::Both,
+    }
+}
+
 fn prepare_turn(
     shared: &Shared,
     profile: &str,

@@ -4,18 +4,21 @@
 mod arguments;
 mod bash;
 mod bash_background;
+mod chrome_fetch;
 mod edit_file;
 mod edit_lines;
 mod glob;
 mod grep;
 pub mod hashline;
 mod ls;
+mod markdown;
 mod read_file;
 mod recall;
 mod redacting_sink;
 mod registry;
 mod remember;
 mod todo_write;
+mod web_fetch;
 mod write_file;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,10 +37,37 @@ pub use bash::{CommandRun, run_command};
 pub use bash_background::BackgroundProcesses;
 pub use registry::{Registry, ToolSpec};
 pub use todo_write::{TodoItem, TodoList, TodoStatus};
+pub use web_fetch::WebCache;
 
 /// The most a tool result may hold, in bytes; the registry cuts anything longer, and tools that
 /// can shape their output (a read window, a command's head and tail) stay under it themselves.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
+/// Which file-editing tools a session offers (SPEC §7.1), from its profile's `edit_tools`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EditTools {
+    /// `edit_lines`, and `read_file` lines with their hash anchors.
+    Hashline,
+    /// `edit_file`, and `read_file` lines as plain `LINE|content`.
+    Replace,
+    #[default]
+    Both,
+}
+
+impl EditTools {
+    /// Whether the tool of this name is offered under this choice.
+    pub fn offers(self, tool: &str) -> bool {
+        !matches!(
+            (self, tool),
+            (Self::Hashline, "edit_file") | (Self::Replace, "edit_lines")
+        )
+    }
+
+    /// Whether `read_file` shows each line's `LINE:HASH` anchor.
+    pub fn anchors_lines(self) -> bool {
+        self != Self::Replace
+    }
+}
 
 /// What a tool declares about itself, independent of any call.
 #[derive(Debug, Clone, Copy)]
@@ -235,6 +265,12 @@ pub struct ToolContext {
     pub background: Arc<BackgroundProcesses>,
     /// The session's todo list, which `todo_write` replaces.
     pub todos: Arc<TodoList>,
+    /// The pages the session fetched with `web_fetch`.
+    pub web_cache: Arc<WebCache>,
+    /// Where `chrome_fetch` finds the user's Chrome (`chrome.endpoint` in config.json).
+    pub chrome_endpoint: Option<Arc<str>>,
+    /// The edit tools the session's profile offers; `read_file` shows lines to match.
+    pub edit_tools: EditTools,
     /// The notes `remember` and `recall` use; `None` outside a session.
     pub memory: Option<MemoryAccess>,
 }
@@ -262,6 +298,9 @@ impl ToolContext {
             background: Arc::new(BackgroundProcesses::default()),
             todos: Arc::new(TodoList::default()),
             memory: None,
+            web_cache: Arc::new(WebCache::default()),
+            chrome_endpoint: None,
+            edit_tools: EditTools::default(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::PoisonError;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::hashline::{line_content, push_anchor_prefix, push_formatted_line};
+use super::hashline::{line_content, push_anchor_prefix};
 use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 const DEFAULT_LIMIT: usize = 2000;
@@ -34,6 +34,10 @@ impl ToolArgs for ReadFileArgs {}
 
 pub struct ReadFile;
 
+/// The description when lines are shown without anchors (`edit_tools: replace`).
+pub(super) const PLAIN_DESCRIPTION: &str = "Read a text file. Lines are shown as LINE|content, up \
+                                            to 2000 from offset, with a note of what was left out.";
+
 impl Tool for ReadFile {
     type Args = ReadFileArgs;
     type Output = String;
@@ -53,8 +57,9 @@ impl Tool for ReadFile {
         let path = context.workspace.resolve(&args.path)?;
         let shown_as = context.workspace.display(&path);
         let blocking_path = path.clone();
+        let anchors = context.edit_tools.anchors_lines();
         let rendered =
-            tokio::task::spawn_blocking(move || render(&blocking_path, &shown_as, window))
+            tokio::task::spawn_blocking(move || render(&blocking_path, &shown_as, window, anchors))
                 .await
                 .map_err(|error| {
                     ToolError::new(format!("read_file stopped unexpectedly: {error}"))
@@ -110,7 +115,13 @@ impl Rendered {
     }
 }
 
-fn render(path: &Path, shown_as: &str, window: Window) -> Result<Rendered, ToolError> {
+/// `anchors`: lines as `LINE:HASH|content` for edit_lines, else as `LINE|content`.
+fn render(
+    path: &Path,
+    shown_as: &str,
+    window: Window,
+    anchors: bool,
+) -> Result<Rendered, ToolError> {
     let metadata = std::fs::metadata(path).map_err(|error| read_error(shown_as, &error))?;
     if metadata.is_dir() {
         return Err(ToolError::new(format!(
@@ -135,7 +146,7 @@ fn render(path: &Path, shown_as: &str, window: Window) -> Result<Rendered, ToolE
         )));
     }
     let text = String::from_utf8_lossy(&bytes);
-    let mut rendered = render_window(&text, shown_as, window)?;
+    let mut rendered = render_window(&text, shown_as, window, anchors)?;
     if let Cow::Owned(_) = text {
         rendered.text.push_str(
             "\n[not valid UTF-8: invalid bytes are shown as \u{FFFD}; change this file with bash, \
@@ -145,7 +156,12 @@ fn render(path: &Path, shown_as: &str, window: Window) -> Result<Rendered, ToolE
     Ok(rendered)
 }
 
-fn render_window(text: &str, shown_as: &str, window: Window) -> Result<Rendered, ToolError> {
+fn render_window(
+    text: &str,
+    shown_as: &str,
+    window: Window,
+    anchors: bool,
+) -> Result<Rendered, ToolError> {
     let budget = MAX_RESULT_BYTES - NOTES_RESERVE;
     let mut lines = text.split_inclusive('\n').peekable();
     let skipped = lines.by_ref().take(window.first_line - 1).count();
@@ -172,10 +188,14 @@ fn render_window(text: &str, shown_as: &str, window: Window) -> Result<Rendered,
         if !out.is_empty() {
             out.push('\n');
         }
+        if anchors {
+            push_anchor_prefix(&mut out, number, line);
+        } else {
+            let _ = write!(out, "{number}|");
+        }
         match cut_at {
-            None => push_formatted_line(&mut out, number, line),
+            None => out.push_str(content),
             Some(cut_at) => {
-                push_anchor_prefix(&mut out, number, line);
                 out.push_str(&content[..cut_at]);
                 let _ = write!(
                     out,
@@ -282,6 +302,34 @@ mod tests {
             writeln!(text, "line number {number}").unwrap();
         }
         text
+    }
+
+    #[tokio::test]
+    async fn without_edit_lines_lines_are_plain_and_long_ones_still_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "x".repeat(MAX_LINE_CHARS + 10);
+        fs::write(
+            dir.path().join("a.rs"),
+            format!("fn main() {{\r\n{long}\n}}"),
+        )
+        .unwrap();
+        let mut context = test_context(dir.path());
+        context.edit_tools = crate::tools::EditTools::Replace;
+
+        let output = ReadFile
+            .call(args("a.rs", None, None), &context)
+            .await
+            .unwrap();
+
+        let lines: Vec<&str> = output.lines().collect();
+        assert_eq!(lines[0], "1|fn main() {");
+        assert!(lines[1].starts_with("2|xxx"), "{}", lines[1]);
+        assert!(
+            lines[1].ends_with("[line cut: 2010 chars in all]"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(lines[2], "3|}");
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The registry: tools in the fixed order the model sees them (SPEC §6: a stable prefix), their
 //! definitions built once, and calls dispatched by name from JSON argument text.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use futures::future::BoxFuture;
@@ -10,18 +11,20 @@ use serde_json::Value;
 use super::arguments::{self, ArgumentsError};
 use super::bash::Bash;
 use super::bash_background::BashBackground;
+use super::chrome_fetch::ChromeFetch;
 use super::edit_file::EditFile;
 use super::edit_lines::EditLines;
 use super::glob::Glob;
 use super::grep::Grep;
 use super::ls::Ls;
-use super::read_file::ReadFile;
+use super::read_file::{self, ReadFile};
 use super::recall::Recall;
 use super::redacting_sink::RedactingSink;
 use super::remember::Remember;
 use super::todo_write::TodoWrite;
+use super::web_fetch::WebFetch;
 use super::write_file::WriteFile;
-use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput};
+use super::{EditTools, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput};
 use crate::sandbox::secrets::Redactor;
 
 /// What the model is shown of a tool, built once at registration so every request carries the
@@ -93,6 +96,8 @@ impl Registry {
         registry.register(Grep);
         registry.register(Ls);
         registry.register(TodoWrite);
+        registry.register(WebFetch::default());
+        registry.register(ChromeFetch);
         registry.register(Remember);
         registry.register(Recall);
         registry
@@ -129,6 +134,27 @@ impl Registry {
             .iter()
             .map(|entry| &entry.spec)
             .filter(move |spec| include_mutating || !spec.mutates)
+    }
+
+    /// What a session is offered: [`Registry::specs`] narrowed to the profile's edit tools, with
+    /// `read_file` described as it then shows lines.
+    pub fn offered(
+        &self,
+        include_mutating: bool,
+        edit_tools: EditTools,
+    ) -> impl Iterator<Item = Cow<'_, ToolSpec>> {
+        self.specs(include_mutating)
+            .filter(move |spec| edit_tools.offers(spec.name))
+            .map(move |spec| {
+                if spec.name == "read_file" && !edit_tools.anchors_lines() {
+                    Cow::Owned(ToolSpec {
+                        description: read_file::PLAIN_DESCRIPTION,
+                        ..spec.clone()
+                    })
+                } else {
+                    Cow::Borrowed(spec)
+                }
+            })
     }
 
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {
@@ -172,6 +198,16 @@ impl Registry {
         context: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let entry = self.entry(name).ok_or_else(|| self.unknown_tool(name))?;
+        if !context.edit_tools.offers(name) {
+            let instead = if name == "edit_lines" {
+                "edit_file"
+            } else {
+                "edit_lines"
+            };
+            return Err(ToolError::new(format!(
+                "{name} is not offered with this profile's edit tools: use {instead}"
+            )));
+        }
         let invalid = |error: &dyn std::fmt::Display| {
             ToolError::new(format!(
                 "invalid arguments for {name}: {error}. Expected {}",
@@ -386,6 +422,8 @@ mod tests {
                 "grep",
                 "ls",
                 "todo_write",
+                "web_fetch",
+                "chrome_fetch",
                 "remember",
                 "recall"
             ]
@@ -397,7 +435,16 @@ mod tests {
         let registry = Registry::standard();
         assert_eq!(
             names(registry.specs(false)),
-            ["read_file", "glob", "grep", "ls", "todo_write", "recall"]
+            [
+                "read_file",
+                "glob",
+                "grep",
+                "ls",
+                "todo_write",
+                "web_fetch",
+                "chrome_fetch",
+                "recall"
+            ]
         );
         assert!(registry.get("bash").unwrap().mutates);
         assert!(registry.get("bash_background").unwrap().mutates);
@@ -480,7 +527,8 @@ mod tests {
         assert_eq!(
             error.message,
             "there is no tool named `write`; the tools are: read_file, edit_lines, bash, \
-             bash_background, write_file, edit_file, glob, grep, ls, todo_write, remember, recall"
+             bash_background, write_file, edit_file, glob, grep, ls, todo_write, web_fetch, chrome_fetch, \
+             remember, recall"
         );
     }
 
@@ -562,6 +610,56 @@ mod tests {
             .unwrap();
 
         assert_eq!(result.text, "key [redacted] and [redacted]; tiny stays");
+    }
+
+    #[test]
+    fn the_profile_edit_tools_choose_between_edit_lines_and_edit_file() {
+        let registry = Registry::standard();
+        let offered = |edit_tools| -> Vec<&str> {
+            registry
+                .offered(true, edit_tools)
+                .map(|spec| spec.name)
+                .filter(|name| name.starts_with("edit") || *name == "read_file")
+                .collect()
+        };
+        assert_eq!(
+            offered(EditTools::Both),
+            ["read_file", "edit_lines", "edit_file"]
+        );
+        assert_eq!(offered(EditTools::Hashline), ["read_file", "edit_lines"]);
+        assert_eq!(offered(EditTools::Replace), ["read_file", "edit_file"]);
+        let read_file = |edit_tools| {
+            registry
+                .offered(false, edit_tools)
+                .find(|spec| spec.name == "read_file")
+                .unwrap()
+                .description
+        };
+        assert!(read_file(EditTools::Hashline).contains("LINE:HASH|content"));
+        assert!(read_file(EditTools::Replace).contains("LINE|content"));
+        assert!(!read_file(EditTools::Replace).contains("edit_lines"));
+    }
+
+    #[tokio::test]
+    async fn a_tool_the_profile_does_not_offer_is_refused_with_the_one_to_use() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+        let mut context = test_context(dir.path());
+        context.edit_tools = EditTools::Replace;
+
+        let error = Registry::standard()
+            .call("edit_lines", r#"{"path": "a.txt", "edits": []}"#, &context)
+            .await
+            .unwrap_err();
+
+        assert_eq!(
+            error.message,
+            "edit_lines is not offered with this profile's edit tools: use edit_file"
+        );
+        assert_eq!(
+            fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "hello\n"
+        );
     }
 
     #[test]
