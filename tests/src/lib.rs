@@ -5,6 +5,7 @@
 pub mod economy;
 pub mod fake_provider;
 pub mod hostile;
+pub mod tmux;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

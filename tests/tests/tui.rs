@@ -2,127 +2,16 @@
 //! with `capture-pane`, against a real cwcoded and the fake provider. Needs tmux.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use cwcode_protocol::{EventKind, Mode};
 use cwcode_tests::fake_provider::{FakeProvider, edit_line_as_read, text, tool_calls};
+use cwcode_tests::tmux::Tmux;
 use cwcode_tests::{Home, tui_bin, wait_for_event};
 use serde_json::json;
 
 const ORIGINAL: &str = "fn main() {\n    println!(\"hello\");\n}\n";
 const EDITED: &str = "fn main() {\n    println!(\"edited\");\n}\n";
-/// How long a screen may take to show what a step expects.
-const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A tmux server of our own (its socket in the test's home), so no other tmux is touched;
-/// killed when dropped.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    /// A 120×40 session whose first window runs a shell in `dir` with CWCODE_HOME set.
-    fn start(home: &Home, dir: &Path) -> Self {
-        let tmux = Self {
-            socket: home.dir.path().join("tmux.sock"),
-        };
-        tmux.run(&[
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-s",
-            "tui",
-            "-c",
-            dir.to_str().unwrap(),
-        ]);
-        tmux.shell_env(home, "tui:0");
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tmux (is it installed?)");
-        assert!(
-            output.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn shell_env(&self, home: &Home, target: &str) {
-        let home_dir = home.paths.home.to_str().unwrap();
-        self.type_line(
-            target,
-            &format!("export CWCODE_HOME={home_dir}; unset CWCODE_SOCKET; clear"),
-        );
-    }
-
-    fn new_window(&self, home: &Home, dir: &Path) -> String {
-        self.run(&["new-window", "-t", "tui", "-c", dir.to_str().unwrap()]);
-        let target = "tui:1".to_owned();
-        self.shell_env(home, &target);
-        target
-    }
-
-    /// Types text as keystrokes (not as a paste), then nothing else.
-    fn type_text(&self, target: &str, text: &str) {
-        self.run(&["send-keys", "-t", target, "-l", text]);
-    }
-
-    fn type_line(&self, target: &str, text: &str) {
-        self.type_text(target, text);
-        self.keys(target, &["Enter"]);
-    }
-
-    /// Named keys: Enter, BTab (Shift+Tab), C-c, …
-    fn keys(&self, target: &str, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", target];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn screen(&self, target: &str) -> String {
-        self.run(&["capture-pane", "-p", "-t", target])
-    }
-
-    /// Waits until the screen shows every one of `needles`; returns it.
-    async fn wait_for(&self, target: &str, needles: &[&str]) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen(target);
-            if needles.iter().all(|needle| screen.contains(needle)) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the screen of {target} never showed {needles:?}; it shows:\n{screen}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
 
 fn the_session(home: &Home) -> String {
     let mut ids: Vec<String> = std::fs::read_dir(home.paths.sessions_dir())
@@ -158,7 +47,7 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
         .reply(text("Both windows see this."))
         .reply(text("Still here after the other left."));
 
-    let tmux = Tmux::start(&home, &home.workspace);
+    let tmux = Tmux::start(&home, "tui", &home.workspace);
     let first = "tui:0";
     // No session in this directory yet: plain `cwcode` starts one.
     tmux.type_line(first, cwcode);

@@ -3,120 +3,16 @@
 //! by the window that lost it, while one stopped on purpose stays stopped. Needs tmux.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use cwcode_protocol::EventKind;
 use cwcode_tests::fake_provider::{FakeProvider, text, tool_calls};
+use cwcode_tests::tmux::Tmux;
 use cwcode_tests::{Home, tui_bin, wait_for_event};
 use serde_json::json;
 
-/// How long a screen may take to show what a step expects.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-/// A tmux server of our own (its socket in the test's home), so no other tmux is touched;
-/// killed when dropped. The same driver as tests/tui.rs's, kept to what these tests use.
-struct Tmux {
-    socket: PathBuf,
-}
 
 const WINDOW: &str = "daily:0";
 
-impl Tmux {
-    /// A 120×40 window running a shell in the workspace with CWCODE_HOME set.
-    fn start(home: &Home) -> Self {
-        let tmux = Self {
-            socket: home.dir.path().join("tmux.sock"),
-        };
-        let workspace = home.workspace.to_str().unwrap();
-        tmux.run(&[
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-s",
-            "daily",
-            "-c",
-            workspace,
-        ]);
-        let home_dir = home.paths.home.to_str().unwrap();
-        tmux.type_line(&format!(
-            "export CWCODE_HOME={home_dir}; unset CWCODE_SOCKET; clear"
-        ));
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tmux (is it installed?)");
-        assert!(
-            output.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Types text as keystrokes (not as a paste), then Enter.
-    fn type_line(&self, text: &str) {
-        self.run(&["send-keys", "-t", WINDOW, "-l", text]);
-        self.keys(&["Enter"]);
-    }
-
-    /// Named keys: Enter, C-d, …
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", WINDOW];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", WINDOW])
-    }
-
-    /// Waits until the screen satisfies `done`; returns it.
-    async fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if done(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the screen never showed {what}; it shows:\n{screen}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Waits until the screen shows every one of `needles`; returns it.
-    async fn wait_for(&self, needles: &[&str]) -> String {
-        self.wait_until(&format!("{needles:?}"), |screen| {
-            needles.iter().all(|needle| screen.contains(needle))
-        })
-        .await
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
 
 /// Stops whatever daemon runs in the home when the test ends, also one the TUI started (the
 /// harness only knows the one it started itself).
@@ -152,17 +48,17 @@ async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_retu
         )]))
         .reply(text("Ran it once you came back."));
 
-    let tmux = Tmux::start(&home);
-    tmux.type_line(cwcode);
-    tmux.wait_for(&["● connected", " CODE "]).await;
+    let tmux = Tmux::start(&home, "daily", &home.workspace);
+    tmux.type_line(WINDOW, cwcode);
+    tmux.wait_for(WINDOW, &["● connected", " CODE "]).await;
     let session = the_session(&home);
-    tmux.type_line("run the echo");
-    tmux.wait_for(&["? allow bash", "waiting for your approval"])
+    tmux.type_line(WINDOW, "run the echo");
+    tmux.wait_for(WINDOW, &["? allow bash", "waiting for your approval"])
         .await;
 
     // Ctrl+D with the approval prompt up: the program leaves at once, answering nothing.
-    tmux.keys(&["C-d"]);
-    tmux.wait_for(&["detached: session", "keeps running in cwcoded"])
+    tmux.keys(WINDOW, &["C-d"]);
+    tmux.wait_for(WINDOW, &["detached: session", "keeps running in cwcoded"])
         .await;
     let journal = home.journal(&session);
     assert!(
@@ -173,11 +69,11 @@ async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_retu
     );
 
     // Back in the session, the same approval asks again and `y` lets the call run.
-    tmux.type_line(&format!("{cwcode} --continue"));
-    tmux.wait_for(&["? allow bash", "waiting for your approval"])
+    tmux.type_line(WINDOW, &format!("{cwcode} --continue"));
+    tmux.wait_for(WINDOW, &["? allow bash", "waiting for your approval"])
         .await;
-    tmux.keys(&["y"]);
-    tmux.wait_for(&["Ran it once you came back.", "✓ turn 1 completed"])
+    tmux.keys(WINDOW, &["y"]);
+    tmux.wait_for(WINDOW, &["Ran it once you came back.", "✓ turn 1 completed"])
         .await;
     let finished = wait_for_event(&home, &session, |kind| {
         matches!(
@@ -206,23 +102,23 @@ async fn a_daemon_that_died_is_started_again_and_one_stopped_on_purpose_is_not()
         .reply(text("Before the crash."))
         .reply(text("After the restart."));
 
-    let tmux = Tmux::start(&home);
-    tmux.type_line(cwcode);
-    tmux.wait_for(&["● connected", " CODE "]).await;
-    tmux.type_line("first");
-    tmux.wait_for(&["Before the crash.", "✓ turn 1 completed"])
+    let tmux = Tmux::start(&home, "daily", &home.workspace);
+    tmux.type_line(WINDOW, cwcode);
+    tmux.wait_for(WINDOW, &["● connected", " CODE "]).await;
+    tmux.type_line(WINDOW, "first");
+    tmux.wait_for(WINDOW, &["Before the crash.", "✓ turn 1 completed"])
         .await;
 
     // SIGKILL: the daemon leaves its socket and pid files behind, as a crash does.
     daemon.crash();
-    tmux.wait_for(&[
+    tmux.wait_for(WINDOW, &[
         "lost the connection to cwcoded",
         "cwcoded had stopped unexpectedly: this window started it again",
         "reconnected to cwcoded",
     ])
     .await;
     let screen = tmux
-        .wait_until("● connected in the status line", |screen| {
+        .wait_until(WINDOW, "● connected in the status line", |screen| {
             screen
                 .trim_end()
                 .lines()
@@ -233,22 +129,22 @@ async fn a_daemon_that_died_is_started_again_and_one_stopped_on_purpose_is_not()
         .await;
     assert!(!screen.contains("✗ daemon lost"), "{screen}");
     // The session goes on in the new daemon: a prompt is answered, the transcript kept.
-    tmux.type_line("second");
+    tmux.type_line(WINDOW, "second");
     let screen = tmux
-        .wait_for(&["After the restart.", "✓ turn 2 completed"])
+        .wait_for(WINDOW, &["After the restart.", "✓ turn 2 completed"])
         .await;
     assert!(screen.contains("Before the crash."), "{screen}");
 
     // Stopped on purpose: the window says how to bring it back and leaves that to the user.
     home.cli_ok(&["daemon", "stop"]);
-    tmux.wait_for(&["cwcoded was stopped: `cwcode-cli daemon start` brings it back"])
+    tmux.wait_for(WINDOW, &["cwcoded was stopped: `cwcode-cli daemon start` brings it back"])
         .await;
     assert!(
         !home.paths.socket.exists(),
         "the window started the daemon that was stopped on purpose"
     );
     home.cli_ok(&["daemon", "start"]);
-    tmux.wait_until("a second reconnection", |screen| {
+    tmux.wait_until(WINDOW, "a second reconnection", |screen| {
         screen.matches("reconnected to cwcoded").count() == 2
     })
     .await;
@@ -270,15 +166,15 @@ async fn a_custom_command_file_is_the_prompt_with_its_arguments_in_place() {
     .unwrap();
     provider.reply(text("Reviewed."));
 
-    let tmux = Tmux::start(&home);
-    tmux.type_line(cwcode);
-    tmux.wait_for(&["● connected", " CODE "]).await;
+    let tmux = Tmux::start(&home, "daily", &home.workspace);
+    tmux.type_line(WINDOW, cwcode);
+    tmux.wait_for(WINDOW, &["● connected", " CODE "]).await;
     tmux.run(&["send-keys", "-t", WINDOW, "-l", "/rev"]);
-    tmux.wait_for(&["/review ARGS", "Review $ARGUMENTS for bugs"])
+    tmux.wait_for(WINDOW, &["/review ARGS", "Review $ARGUMENTS for bugs"])
         .await;
-    tmux.keys(&["Tab"]);
-    tmux.type_line("src/cart.rs");
-    tmux.wait_for(&["Reviewed.", "✓ turn 1 completed"]).await;
+    tmux.keys(WINDOW, &["Tab"]);
+    tmux.type_line(WINDOW, "src/cart.rs");
+    tmux.wait_for(WINDOW, &["Reviewed.", "✓ turn 1 completed"]).await;
     let requests = provider.requests();
     let sent = requests.last().unwrap()["messages"].to_string();
     assert!(

@@ -19,6 +19,7 @@ pub enum MemoryCommand {
     /// Keep a note for later sessions, in this directory's workspace; the agent finds it with
     /// its `recall` tool.
     Remember {
+        /// The note, at most 4 KB (quote it in the shell).
         text: String,
         /// A word to find the note by; repeat for several.
         #[arg(long = "tag")]
@@ -26,6 +27,7 @@ pub enum MemoryCommand {
     },
     /// Search the notes, this directory's first, best match first.
     Recall {
+        /// Words to look for; any of them matches, the best matches first.
         query: String,
         /// At most this many notes (default 5, at most 20).
         #[arg(long)]
@@ -50,7 +52,10 @@ pub enum MemoryAction {
         limit: Option<u32>,
     },
     /// Delete a note by its number (see `memory ls`).
-    Rm { id: i64 },
+    Rm {
+        /// The note's number, as `memory ls` shows it.
+        id: i64,
+    },
 }
 
 fn current_dir() -> anyhow::Result<PathBuf> {
