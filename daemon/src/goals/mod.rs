@@ -3,6 +3,8 @@
 
 pub mod file;
 pub mod state;
+#[cfg(test)]
+mod state_tests;
 
 pub use file::{Goal, GoalList, GoalsError, append, continuation_message, uncheck, verify_command};
 pub use state::{

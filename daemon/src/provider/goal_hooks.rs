@@ -133,3 +133,50 @@ impl Hooks {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn goal_defaults_bound_every_loop_unless_set_to_null() {
+        let defaults: GoalDefaults = serde_json::from_str("{}").unwrap();
+        assert_eq!(defaults, GoalDefaults::default());
+        assert_eq!(defaults.token_budget, Some(5_000_000));
+        assert_eq!(defaults.hours_budget, Some(8.0));
+        let open: GoalDefaults =
+            serde_json::from_str(r#"{"token_budget": null, "hours_budget": 0.5, "cap": 5}"#)
+                .unwrap();
+        assert_eq!(open.token_budget, None);
+        assert_eq!(open.hours_budget, Some(0.5));
+        assert_eq!(open.cap, 5);
+        assert!(open.problem().is_none());
+        let wrong: GoalDefaults = serde_json::from_str(r#"{"hours_budget": -1}"#).unwrap();
+        assert_eq!(wrong.problem().unwrap().0, "goal.hours_budget");
+        assert!(serde_json::from_str::<GoalDefaults>(r#"{"budget": 1}"#).is_err());
+    }
+
+    #[test]
+    fn hooks_are_an_argv_per_known_event() {
+        let hooks: Hooks = serde_json::from_str(
+            r#"{"approval_requested": ["notify-send", "cwcode", "needs you"]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            hooks.command(HookEvent::ApprovalRequested),
+            Some(
+                &[
+                    "notify-send".to_owned(),
+                    "cwcode".to_owned(),
+                    "needs you".to_owned()
+                ][..]
+            )
+        );
+        assert_eq!(hooks.command(HookEvent::GoalFinished), None);
+        assert!(hooks.problem().is_none());
+        let error = serde_json::from_str::<Hooks>(r#"{"approval_asked": ["x"]}"#).unwrap_err();
+        assert!(error.to_string().contains("approval_requested"), "{error}");
+        let empty: Hooks = serde_json::from_str(r#"{"turn_failed": []}"#).unwrap();
+        assert_eq!(empty.problem().unwrap().0, "hooks.turn_failed");
+    }
+}

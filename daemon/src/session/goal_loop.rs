@@ -17,6 +17,7 @@ use crate::goals::{
     self, CallRecord, CheckFailure, Decision, GoalList, LoopState, StopReason, TurnSummary,
 };
 use crate::journal::Journal;
+use crate::sandbox::secrets::Redactor;
 
 use super::{Session, SessionError, Work, accounting};
 
@@ -520,6 +521,8 @@ impl Session {
                 None => self.goal_state().check_passed(&goal),
                 Some(output) => {
                     goals::uncheck(&self.goals_file(), &goal).map_err(goals_error)?;
+                    // The model is shown it, as a `bash` result would be: without secrets.
+                    let output = Redactor::new(&env.tools.secret_values).redact(output);
                     self.goal_state().check_failed(CheckFailure {
                         goal,
                         command,
