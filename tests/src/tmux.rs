@@ -68,7 +68,13 @@ impl Tmux {
 
     /// A second window running a shell in `dir`; returns its target.
     pub fn new_window(&self, home: &Home, dir: &Path) -> String {
-        self.run(&["new-window", "-t", &self.session, "-c", dir.to_str().unwrap()]);
+        self.run(&[
+            "new-window",
+            "-t",
+            &self.session,
+            "-c",
+            dir.to_str().unwrap(),
+        ]);
         let target = format!("{}:1", self.session);
         self.shell_env(home, &target);
         target
@@ -97,7 +103,12 @@ impl Tmux {
     }
 
     /// Waits until the screen of `target` satisfies `done`; returns it.
-    pub async fn wait_until(&self, target: &str, what: &str, done: impl Fn(&str) -> bool) -> String {
+    pub async fn wait_until(
+        &self,
+        target: &str,
+        what: &str,
+        done: impl Fn(&str) -> bool,
+    ) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen(target);

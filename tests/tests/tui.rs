@@ -2,7 +2,6 @@
 //! with `capture-pane`, against a real cwcoded and the fake provider. Needs tmux.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
-
 use cwcode_protocol::{EventKind, Mode};
 use cwcode_tests::fake_provider::{FakeProvider, edit_line_as_read, text, tool_calls};
 use cwcode_tests::tmux::Tmux;
@@ -11,7 +10,6 @@ use serde_json::json;
 
 const ORIGINAL: &str = "fn main() {\n    println!(\"hello\");\n}\n";
 const EDITED: &str = "fn main() {\n    println!(\"edited\");\n}\n";
-
 
 fn the_session(home: &Home) -> String {
     let mut ids: Vec<String> = std::fs::read_dir(home.paths.sessions_dir())

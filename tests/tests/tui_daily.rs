@@ -3,16 +3,13 @@
 //! by the window that lost it, while one stopped on purpose stays stopped. Needs tmux.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
-
 use cwcode_protocol::EventKind;
 use cwcode_tests::fake_provider::{FakeProvider, text, tool_calls};
 use cwcode_tests::tmux::Tmux;
 use cwcode_tests::{Home, tui_bin, wait_for_event};
 use serde_json::json;
 
-
 const WINDOW: &str = "daily:0";
-
 
 /// Stops whatever daemon runs in the home when the test ends, also one the TUI started (the
 /// harness only knows the one it started itself).
@@ -73,8 +70,11 @@ async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_retu
     tmux.wait_for(WINDOW, &["? allow bash", "waiting for your approval"])
         .await;
     tmux.keys(WINDOW, &["y"]);
-    tmux.wait_for(WINDOW, &["Ran it once you came back.", "✓ turn 1 completed"])
-        .await;
+    tmux.wait_for(
+        WINDOW,
+        &["Ran it once you came back.", "✓ turn 1 completed"],
+    )
+    .await;
     let finished = wait_for_event(&home, &session, |kind| {
         matches!(
             kind,
@@ -111,11 +111,14 @@ async fn a_daemon_that_died_is_started_again_and_one_stopped_on_purpose_is_not()
 
     // SIGKILL: the daemon leaves its socket and pid files behind, as a crash does.
     daemon.crash();
-    tmux.wait_for(WINDOW, &[
-        "lost the connection to cwcoded",
-        "cwcoded had stopped unexpectedly: this window started it again",
-        "reconnected to cwcoded",
-    ])
+    tmux.wait_for(
+        WINDOW,
+        &[
+            "lost the connection to cwcoded",
+            "cwcoded had stopped unexpectedly: this window started it again",
+            "reconnected to cwcoded",
+        ],
+    )
     .await;
     let screen = tmux
         .wait_until(WINDOW, "● connected in the status line", |screen| {
@@ -137,8 +140,11 @@ async fn a_daemon_that_died_is_started_again_and_one_stopped_on_purpose_is_not()
 
     // Stopped on purpose: the window says how to bring it back and leaves that to the user.
     home.cli_ok(&["daemon", "stop"]);
-    tmux.wait_for(WINDOW, &["cwcoded was stopped: `cwcode-cli daemon start` brings it back"])
-        .await;
+    tmux.wait_for(
+        WINDOW,
+        &["cwcoded was stopped: `cwcode-cli daemon start` brings it back"],
+    )
+    .await;
     assert!(
         !home.paths.socket.exists(),
         "the window started the daemon that was stopped on purpose"
@@ -174,7 +180,8 @@ async fn a_custom_command_file_is_the_prompt_with_its_arguments_in_place() {
         .await;
     tmux.keys(WINDOW, &["Tab"]);
     tmux.type_line(WINDOW, "src/cart.rs");
-    tmux.wait_for(WINDOW, &["Reviewed.", "✓ turn 1 completed"]).await;
+    tmux.wait_for(WINDOW, &["Reviewed.", "✓ turn 1 completed"])
+        .await;
     let requests = provider.requests();
     let sent = requests.last().unwrap()["messages"].to_string();
     assert!(

@@ -66,8 +66,12 @@ pub enum SessionError {
     NotFound(String),
     #[error("`{prefix}` matches {count} sessions: give more of the id")]
     Ambiguous { prefix: String, count: usize },
-    #[error("workspace `{path}` is not usable: {reason}")]
-    InvalidWorkspace { path: String, reason: String },
+    #[error("workspace `{path}` is not usable: {source}")]
+    InvalidWorkspace {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Profile(#[from] ConfigError),
     /// No profile was named and none is the default: the text says how to choose one.
@@ -740,13 +744,13 @@ impl Sessions {
         let workspace = Workspace::new(Path::new(&params.cwd)).map_err(|error| {
             SessionError::InvalidWorkspace {
                 path: params.cwd.clone(),
-                reason: error.to_string(),
+                source: error,
             }
         })?;
         if !workspace.root().is_dir() {
             return Err(SessionError::InvalidWorkspace {
                 path: params.cwd,
-                reason: "not a directory".to_owned(),
+                source: std::io::ErrorKind::NotADirectory.into(),
             });
         }
         let profile = match params.profile {

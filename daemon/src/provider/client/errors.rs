@@ -1,0 +1,58 @@
+//! What a failed call says: the provider's own error text, a stream that broke or was not SSE,
+//! and the cause chain reqwest hides behind its generic messages.
+
+use eventsource_stream::EventStreamError;
+use serde_json::Value;
+
+use crate::provider::ProviderError;
+use crate::provider::sse;
+
+pub(super) fn provider_error_text(text: &str) -> String {
+    if text.trim().is_empty() {
+        return "(empty body)".to_owned();
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => sse::error_message(&value),
+        Err(_) => sse::excerpt(text, sse::EXCERPT_CHARS),
+    }
+}
+
+pub(super) fn no_chunk_error(body_start: &[u8]) -> ProviderError {
+    if body_start.iter().all(u8::is_ascii_whitespace) {
+        return ProviderError::Stream("the provider answered 200 with an empty body".to_owned());
+    }
+    ProviderError::Protocol(format!(
+        "the answer held no chat completion chunk; it began: {}",
+        sse::excerpt(&String::from_utf8_lossy(body_start), sse::EXCERPT_CHARS)
+    ))
+}
+
+pub(super) fn stream_error(error: EventStreamError<reqwest::Error>) -> ProviderError {
+    match error {
+        EventStreamError::Transport(error) => ProviderError::Stream(format!(
+            "the connection broke mid-answer: {}",
+            error_chain(&error.without_url())
+        )),
+        EventStreamError::Utf8(error) => {
+            ProviderError::Protocol(format!("the stream is not UTF-8: {error}"))
+        }
+        EventStreamError::Parser(error) => {
+            ProviderError::Protocol(format!("the stream is not SSE: {error}"))
+        }
+    }
+}
+
+/// reqwest's top-level messages are generic ("error sending request"); the cause is in the chain.
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
