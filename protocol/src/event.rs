@@ -252,6 +252,30 @@ pub fn retrying_line(attempt: u32, max_attempts: u32, delay_ms: u64, reason: &st
     format!("retrying in {delay}: {reason} (attempt {attempt} of {max_attempts})")
 }
 
+/// A page of a session's journal, for clients without a WebSocket.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsParams {
+    pub session_id: String,
+    /// Events with a larger `seq`; `0` (the default) starts at the beginning.
+    #[serde(default)]
+    pub since: u64,
+    /// At most this many events (default 200, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    pub events: Vec<Event>,
+    /// Pass as `since` for the next page: the `seq` of the last event here (or `since` again
+    /// when there were none).
+    pub next_since: u64,
+    /// Whether the journal already holds more events after this page.
+    pub more: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

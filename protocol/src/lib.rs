@@ -14,7 +14,7 @@ pub mod types;
 
 pub use client::{Client, ClientError, ConnectOptions};
 pub use error::ErrorCode;
-pub use event::{Event, EventKind, TurnOutcome};
+pub use event::{Event, EventKind, EventPage, EventsParams, TurnOutcome};
 pub use memory::*;
 pub use methods::Method;
 pub use types::*;

@@ -27,7 +27,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::event::Event;
+use crate::event::{Event, EventPage, EventsParams};
 use crate::memory::*;
 use crate::types::*;
 

@@ -190,30 +190,6 @@ pub struct SessionRef {
     pub session_id: String,
 }
 
-/// A page of a session's journal, for clients without a WebSocket.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EventsParams {
-    pub session_id: String,
-    /// Events with a larger `seq`; `0` (the default) starts at the beginning.
-    #[serde(default)]
-    pub since: u64,
-    /// At most this many events (default 200, at most 1000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u32>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EventPage {
-    pub events: Vec<crate::event::Event>,
-    /// Pass as `since` for the next page: the `seq` of the last event here (or `since` again
-    /// when there were none).
-    pub next_since: u64,
-    /// Whether the journal already holds more events after this page.
-    pub more: bool,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SendParams {
