@@ -499,4 +499,32 @@ mod tests {
             }
         );
     }
+
+    #[tokio::test]
+    async fn a_sub_agents_events_carry_the_parent_call_and_its_text_stays_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        let nested = log.nested("t1");
+        log.publish_delta(delta("parent ")).unwrap();
+        nested.publish_delta(delta("child ")).unwrap();
+        nested.publish_delta(delta("child")).unwrap();
+        log.publish_delta(delta("parent")).unwrap();
+        nested.publish(status()).unwrap();
+        let events = log.read_all().unwrap();
+        let seen: Vec<(Option<&str>, &EventKind)> = events
+            .iter()
+            .map(|event| (event.parent_call_id.as_deref(), &event.kind))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (None, &delta("parent ")),
+                (Some("t1"), &delta("child child")),
+                (None, &delta("parent")),
+                (Some("t1"), &status()),
+            ]
+        );
+        assert_eq!(nested.parent_call_id(), Some("t1"));
+        assert_eq!(log.parent_call_id(), None);
+    }
 }
