@@ -52,6 +52,15 @@ impl Renderer {
             stdout.flush()?;
             return Ok(());
         }
+        if event.is_sub_agent_text() {
+            return Ok(());
+        }
+        // A sub-agent's calls are shown indented under its `task` call.
+        let nesting = if event.parent_call_id.is_some() {
+            "  ┆ "
+        } else {
+            ""
+        };
         match &event.kind {
             EventKind::AssistantDelta { text } => self.answer(text)?,
             EventKind::AssistantMessage { .. } => self.finish(),
@@ -71,9 +80,9 @@ impl Renderer {
                 if let Some(line) = self.describe(other) {
                     self.finish();
                     if self.transcript {
-                        println!("{line}");
+                        println!("{nesting}{line}");
                     } else {
-                        eprintln!("{line}");
+                        eprintln!("{nesting}{line}");
                     }
                 }
             }

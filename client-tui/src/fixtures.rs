@@ -91,6 +91,7 @@ pub fn feed(app: &mut App, now: Instant, kinds: impl IntoIterator<Item = EventKi
         let event = Event {
             seq: index as u64 + 1,
             time: "2026-01-02T03:04:05.000Z".to_owned(),
+            parent_call_id: None,
             kind,
         };
         app.on_reply(Reply::Event(event), now);

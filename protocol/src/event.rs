@@ -15,8 +15,32 @@ pub struct Event {
     pub seq: u64,
     /// RFC 3339 time at which the daemon recorded the event.
     pub time: String,
+    /// Set on the events of a `task` sub-agent: the id of the parent's `task` call they belong
+    /// under, so clients can show or fold them there. They are not part of the parent's
+    /// conversation; only the call's result (the sub-agent's answer) is.
+    #[serde(
+        default,
+        rename = "parentCallId",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub parent_call_id: Option<String>,
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+impl Event {
+    /// A `task` sub-agent's own text (its streamed answer and reasoning, its messages): not the
+    /// session's answer, which the parent's call result carries. Clients show a sub-agent's tool
+    /// calls and approvals and leave this out.
+    pub fn is_sub_agent_text(&self) -> bool {
+        self.parent_call_id.is_some()
+            && matches!(
+                self.kind,
+                EventKind::AssistantDelta { .. }
+                    | EventKind::ReasoningDelta { .. }
+                    | EventKind::AssistantMessage { .. }
+            )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -297,6 +321,7 @@ mod tests {
         let event = Event {
             seq: 7,
             time: "2026-11-30T00:00:00.000Z".into(),
+            parent_call_id: None,
             kind: EventKind::ToolOutputDelta {
                 call_id: "c1".into(),
                 text: "ok\n".into(),

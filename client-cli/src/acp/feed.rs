@@ -186,7 +186,12 @@ impl Runner {
     /// `Err` when the editor is gone.
     async fn event(&mut self, event: &Event) -> Result<(), agent_client_protocol::Error> {
         let replaying = self.replaying();
-        let mut updates = self.translator.translate(&event.kind);
+        // A sub-agent's text is not the agent's message: its `task` call's result is.
+        let mut updates = if event.is_sub_agent_text() {
+            Vec::new()
+        } else {
+            self.translator.translate(&event.kind)
+        };
         if !replaying
             && let EventKind::TurnStarted { prompt, .. } = &event.kind
             && self.own_echo(prompt)

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use cwcode_protocol::{ErrorCode, EventKind, GoalStatus, SessionInfo, SessionStatus};
+use cwcode_protocol::{ErrorCode, Event, EventKind, GoalStatus, SessionInfo, SessionStatus};
 
 use super::commands::CANCELLING;
 use super::{Answer, App, Connection, Exit, GoalLoop, HintEnd, Pending, Phase, Startup};
@@ -48,7 +48,7 @@ impl App {
             }
             Reply::Sessions(sessions) => self.on_sessions(&sessions),
             Reply::Attached(info) => self.on_attached(info),
-            Reply::Event(event) => self.on_event(event.seq, &event.kind, now),
+            Reply::Event(event) => self.on_event(&event, now),
             Reply::ModeSet(info) => {
                 if let Some(session) = &mut self.session
                     && session.id == info.id
@@ -227,13 +227,19 @@ impl App {
         }
     }
 
-    fn on_event(&mut self, seq: u64, kind: &EventKind, now: Instant) {
+    fn on_event(&mut self, event: &Event, now: Instant) {
         if self.phase != Phase::Attached {
             return;
         }
-        if !self.caught_up && seq >= self.replay_until {
+        if !self.caught_up && event.seq >= self.replay_until {
             self.catch_up();
         }
+        // A sub-agent's tool calls and approvals show in the transcript; its own text is not
+        // the session's answer (the `task` call's result is).
+        if event.is_sub_agent_text() {
+            return;
+        }
+        let kind = &event.kind;
         self.transcript.apply(kind);
         match kind {
             EventKind::TurnStarted { prompt, .. } => {

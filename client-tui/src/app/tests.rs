@@ -378,6 +378,7 @@ fn approvals_in_the_replay_are_asked_only_once_it_is_over() {
         Reply::Event(Event {
             seq,
             time: String::new(),
+            parent_call_id: None,
             kind,
         })
     };

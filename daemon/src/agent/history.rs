@@ -56,7 +56,9 @@ impl Conversation {
             turn_starts: Vec::new(),
             rewound: Vec::new(),
         };
-        for event in events {
+        // A sub-agent's events belong to its own context: only its answer, the result of the
+        // parent's `task` call, is part of this one.
+        for event in events.iter().filter(|event| event.parent_call_id.is_none()) {
             conversation.apply(&event.kind);
         }
         conversation
@@ -235,6 +237,7 @@ mod tests {
         Event {
             seq,
             time: String::new(),
+            parent_call_id: None,
             kind,
         }
     }

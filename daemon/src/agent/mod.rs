@@ -7,6 +7,7 @@ pub mod history;
 pub mod instructions;
 pub mod prompt;
 pub mod storm;
+mod subagent;
 pub mod tool_output;
 
 #[cfg(test)]
@@ -52,6 +53,8 @@ pub struct TurnEnv {
     pub registry: Arc<Registry>,
     /// The model answering this turn: the session's provider.
     pub provider: Arc<dyn Model>,
+    /// The model `task`'s sub-agents run on (config.json's `task_profile`); `None`: `provider`.
+    pub task_provider: Option<Arc<dyn Model>>,
     pub mode: tokio::sync::watch::Receiver<Mode>,
     /// Where mutating calls ask in `code` mode: the session's approvals.
     pub approvals: Arc<dyn ApprovalGate>,
@@ -758,6 +761,7 @@ async fn run_call(
     let recorder = ToolOutputRecorder::new(Arc::clone(&env.log), &call.id);
     let context = ToolContext {
         output: recorder.sink(),
+        sub_agent: subagent::runner_for(env, call),
         ..env.tools.clone()
     };
     let answer = match env

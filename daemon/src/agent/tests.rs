@@ -267,6 +267,7 @@ impl Harness {
             log,
             registry: Arc::new(Registry::standard()),
             provider: Arc::new(model.clone()),
+            task_provider: None,
             mode: mode_receiver,
             approvals: Arc::clone(&approvals) as Arc<dyn ApprovalGate>,
             tools,
@@ -949,3 +950,5 @@ async fn an_agents_md_changed_mid_session_is_announced_once_at_the_end_of_the_hi
     );
     harness.assert_consistent();
 }
+
+mod subagent;

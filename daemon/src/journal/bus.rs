@@ -46,6 +46,9 @@ pub struct LiveEvent {
 
 pub struct EventLog {
     inner: Arc<Inner>,
+    /// Set on a sub-agent's view of the log: every event it publishes is nested under this
+    /// call of the parent's (`parentCallId`).
+    parent_call_id: Option<String>,
 }
 
 struct Inner {
@@ -58,6 +61,8 @@ struct State {
     journal: Journal,
     /// Delta text not journalled yet.
     pending: Option<EventKind>,
+    /// The call `pending` is nested under, if it is a sub-agent's.
+    pending_parent: Option<String>,
     /// A flush timer is running for `pending`.
     timer_armed: bool,
     /// A timer's flush failed; the next publish reports it, as if its own write had failed.
@@ -88,12 +93,28 @@ impl EventLog {
                 state: Mutex::new(State {
                     journal,
                     pending: None,
+                    pending_parent: None,
                     timer_armed: false,
                     deferred_error: None,
                 }),
                 live,
             }),
+            parent_call_id: None,
         }
+    }
+
+    /// The same log as seen by a sub-agent running for the parent's call `call_id`: what it
+    /// publishes is journalled and broadcast with `parentCallId` set to that call.
+    pub fn nested(&self, call_id: &str) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            parent_call_id: Some(call_id.to_owned()),
+        }
+    }
+
+    /// The parent's call this view is nested under; `None` for the session's own log.
+    pub fn parent_call_id(&self) -> Option<&str> {
+        self.parent_call_id.as_deref()
     }
 
     /// The directory the journal lives in: the session's.
@@ -106,7 +127,7 @@ impl EventLog {
         let mut state = self.inner.state();
         state.take_deferred_error()?;
         state.flush(&self.inner.live)?;
-        state.append(kind, &self.inner.live)
+        state.append(kind, self.parent_call_id.clone(), &self.inner.live)
     }
 
     /// Publishes streamed text, coalesced with the deltas before it (see the module's doc).
@@ -117,10 +138,15 @@ impl EventLog {
         }
         let mut state = self.inner.state();
         state.take_deferred_error()?;
+        // A sub-agent's text is never merged into the parent's, nor the other way round.
+        if state.pending.is_some() && state.pending_parent != self.parent_call_id {
+            state.flush(&self.inner.live)?;
+        }
         for piece in pieces(kind) {
             if let Some(unmerged) = merge(&mut state.pending, piece) {
                 state.flush(&self.inner.live)?;
                 state.pending = Some(unmerged);
+                state.pending_parent.clone_from(&self.parent_call_id);
             }
             if state.pending.as_ref().map_or(0, delta_len) >= COALESCE_BYTES {
                 state.flush(&self.inner.live)?;
@@ -222,9 +248,10 @@ impl State {
     fn append(
         &mut self,
         kind: EventKind,
+        parent_call_id: Option<String>,
         live: &broadcast::Sender<Arc<LiveEvent>>,
     ) -> Result<Arc<Event>, JournalError> {
-        let event = Arc::new(self.journal.append(kind)?);
+        let event = Arc::new(self.journal.append_nested(kind, parent_call_id)?);
         // Serialised once here rather than once per subscriber; nobody watching is no error.
         if live.receiver_count() > 0 {
             match serde_json::value::to_raw_value(&*event) {
@@ -242,7 +269,10 @@ impl State {
 
     fn flush(&mut self, live: &broadcast::Sender<Arc<LiveEvent>>) -> Result<(), JournalError> {
         match self.pending.take() {
-            Some(kind) => self.append(kind, live).map(drop),
+            Some(kind) => {
+                let parent_call_id = self.pending_parent.take();
+                self.append(kind, parent_call_id, live).map(drop)
+            }
             None => Ok(()),
         }
     }
@@ -468,5 +498,33 @@ mod tests {
                 text: "out out ".into()
             }
         );
+    }
+
+    #[tokio::test]
+    async fn a_sub_agents_events_carry_the_parent_call_and_its_text_stays_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        let nested = log.nested("t1");
+        log.publish_delta(delta("parent ")).unwrap();
+        nested.publish_delta(delta("child ")).unwrap();
+        nested.publish_delta(delta("child")).unwrap();
+        log.publish_delta(delta("parent")).unwrap();
+        nested.publish(status()).unwrap();
+        let events = log.read_all().unwrap();
+        let seen: Vec<(Option<&str>, &EventKind)> = events
+            .iter()
+            .map(|event| (event.parent_call_id.as_deref(), &event.kind))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (None, &delta("parent ")),
+                (Some("t1"), &delta("child child")),
+                (None, &delta("parent")),
+                (Some("t1"), &status()),
+            ]
+        );
+        assert_eq!(nested.parent_call_id(), Some("t1"));
+        assert_eq!(log.parent_call_id(), None);
     }
 }

@@ -169,10 +169,20 @@ impl<F: JournalFile> Journal<F> {
     /// Appends one event and returns it with its `seq` and time. On failure nothing of it stays
     /// in the file and the `seq` is not used up.
     pub fn append(&mut self, kind: EventKind) -> Result<Event, JournalError> {
+        self.append_nested(kind, None)
+    }
+
+    /// [`Journal::append`] for an event of a sub-agent, nested under the parent's call.
+    pub fn append_nested(
+        &mut self,
+        kind: EventKind,
+        parent_call_id: Option<String>,
+    ) -> Result<Event, JournalError> {
         self.cut_torn_tail()?;
         let event = Event {
             seq: self.last_seq + 1,
             time: crate::util::now_rfc3339(),
+            parent_call_id,
             kind,
         };
         let mut line = serde_json::to_vec(&event).map_err(|source| JournalError::Encode {

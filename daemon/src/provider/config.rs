@@ -27,6 +27,8 @@ pub(super) const RESERVED_BODY_FIELDS: [&str; 4] = ["model", "messages", "tools"
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     default_profile: Option<String>,
+    /// The profile `task`'s sub-agents run on; `None`: the session's own.
+    task_profile: Option<String>,
     profiles: BTreeMap<String, Profile>,
     policy: Policy,
     goal: GoalDefaults,
@@ -133,6 +135,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             default_profile: None,
+            task_profile: None,
             profiles: builtin::profiles().collect(),
             policy: Policy::default(),
             goal: GoalDefaults::default(),
@@ -167,6 +170,7 @@ impl Config {
         let mut config = Config::default();
         config.profiles.extend(file.profiles);
         config.default_profile = file.default_profile;
+        config.task_profile = file.task_profile;
         config.policy = file.policy;
         config.goal = file.goal;
         config.hooks = file.hooks;
@@ -187,14 +191,19 @@ impl Config {
         if let Some((field, reason)) = self.hooks.problem() {
             return Err(invalid(field, reason));
         }
-        if let Some(name) = &self.default_profile
-            && !self.profiles.contains_key(name)
-        {
-            return Err(ConfigError::Invalid {
-                path: path.to_owned(),
-                field: "default_profile".to_owned(),
-                reason: unknown_profile_message(name, &self.known_names()),
-            });
+        for (field, name) in [
+            ("default_profile", &self.default_profile),
+            ("task_profile", &self.task_profile),
+        ] {
+            if let Some(name) = name
+                && !self.profiles.contains_key(name)
+            {
+                return Err(ConfigError::Invalid {
+                    path: path.to_owned(),
+                    field: field.to_owned(),
+                    reason: unknown_profile_message(name, &self.known_names()),
+                });
+            }
         }
         Ok(())
     }
@@ -262,6 +271,11 @@ impl Config {
         &self.chrome
     }
 
+    /// The profile `task`'s sub-agents run on, when config.json names one (`task_profile`).
+    pub fn task_profile(&self) -> Option<&str> {
+        self.task_profile.as_deref()
+    }
+
     /// Every API key value in force, from config.json or the environment, so tools can redact
     /// them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
@@ -315,6 +329,8 @@ impl Config {
 struct ConfigFile {
     #[serde(default)]
     default_profile: Option<String>,
+    #[serde(default)]
+    task_profile: Option<String>,
     #[serde(default, deserialize_with = "deserialize_profiles")]
     profiles: BTreeMap<String, Profile>,
     #[serde(default)]

@@ -302,6 +302,20 @@ fn a_default_naming_no_profile_is_an_error() {
 }
 
 #[test]
+fn a_task_profile_is_read_and_must_name_a_profile() {
+    let config = load_text(r#"{"task_profile": "deepseek-v4-pro"}"#).unwrap();
+    assert_eq!(config.task_profile(), Some("deepseek-v4-pro"));
+    assert_eq!(load_text("{}").unwrap().task_profile(), None);
+    let error = load_text(r#"{"task_profile": "nope"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("task_profile: no profile named `nope`"),
+        "{error}"
+    );
+}
+
+#[test]
 fn an_unknown_profile_lists_the_known_ones() {
     let config = load_text(
         r#"{"profiles": {"b": {"base_url": "http://x", "model": "m"}, "a": {"base_url": "http://y", "model": "m"}}}"#,

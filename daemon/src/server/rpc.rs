@@ -477,6 +477,7 @@ async fn end(
     let event = Event {
         seq: 0,
         time: crate::util::now_rfc3339(),
+        parent_call_id: None,
         kind: EventKind::SubscriptionEnded {
             reason,
             last_seq,

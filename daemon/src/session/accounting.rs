@@ -28,7 +28,11 @@ pub fn cache_report(session_id: &str, events: &[Event]) -> CacheReport {
                 let Some(turn) = report.turns.last_mut() else {
                     continue;
                 };
-                if let Some(stats) = stats {
+                // A `task` sub-agent's tokens count in its turn (its cost is the session's), but
+                // its requests have a prefix of their own: the session's prefix figures are the
+                // main conversation's.
+                let nested = event.parent_call_id.is_some();
+                if let Some(stats) = stats.as_ref().filter(|_| !nested) {
                     turn.requests += 1;
                     turn.last_request_bytes = stats.request_bytes;
                     turn.last_shared_prefix_bytes = stats.shared_prefix_bytes;
@@ -109,6 +113,7 @@ mod tests {
         Event {
             seq: 0,
             time: String::new(),
+            parent_call_id: None,
             kind,
         }
     }
@@ -155,6 +160,26 @@ mod tests {
         assert_eq!(report.first_request_bytes, 4000);
         assert_eq!(report.prompt_tokens, 3700);
         assert!((report.hit_ratio - 2200.0 / 3700.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_sub_agents_tokens_count_in_its_turn_but_not_the_sessions_prefix() {
+        let nested = Event {
+            parent_call_id: Some("t1".to_owned()),
+            ..answer(300, 0, 900, 0)
+        };
+        let events = [
+            start(1),
+            answer(1000, 0, 4000, 0),
+            nested,
+            answer(1200, 1000, 4800, 3990),
+        ];
+        let report = cache_report("s", &events);
+        assert_eq!(report.turns[0].prompt_tokens, 2500);
+        assert_eq!(report.turns[0].completion_tokens, 30);
+        assert_eq!(report.turns[0].requests, 2);
+        assert_eq!(report.turns[0].last_request_bytes, 4800);
+        assert_eq!(report.turns[0].last_shared_prefix_bytes, 3990);
     }
 
     #[test]

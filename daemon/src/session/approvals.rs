@@ -209,6 +209,7 @@ mod tests {
         Event {
             seq,
             time: now_rfc3339(),
+            parent_call_id: None,
             kind,
         }
     }

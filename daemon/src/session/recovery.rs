@@ -219,7 +219,8 @@ fn started_calls(events: &[Event]) -> HashMap<String, StartedCall> {
     let mut calls: HashMap<String, StartedCall> = HashMap::new();
     let mut started: HashSet<String> = HashSet::new();
     let mut awaiting: HashMap<String, String> = HashMap::new();
-    for event in events {
+    // A sub-agent's calls are not the turn's: its `task` call stands for them.
+    for event in events.iter().filter(|event| event.parent_call_id.is_none()) {
         match &event.kind {
             EventKind::TurnStarted { .. } => {
                 calls.clear();

@@ -67,10 +67,12 @@ pub(super) async fn run_prompts(
         };
         let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| {
             let embedder = provider.embedder();
+            let task_provider = task_provider_of(&shared, &profile);
             TurnEnv {
                 log: Arc::clone(&session.log),
                 registry: Arc::clone(&shared.registry),
                 provider,
+                task_provider,
                 mode: session.mode.subscribe(),
                 approvals: Arc::clone(&session.approvals) as Arc<dyn ApprovalGate>,
                 tools: ToolContext {
@@ -90,6 +92,7 @@ pub(super) async fn run_prompts(
                         session_id: session.id.clone(),
                         embedder,
                     }),
+                    sub_agent: None,
                 },
                 stopping: shared.stopping.clone(),
                 checkpoints: session.checkpoints.clone(),
@@ -196,6 +199,21 @@ fn edit_tools_of(shared: &Shared, profile: &str) -> EditTools {
         Ok(crate::provider::EditTools::Hashline) => EditTools::Hashline,
         Ok(crate::provider::EditTools::Replace) => EditTools::Replace,
         Ok(crate::provider::EditTools::Both) | Err(_) => EditTools::Both,
+    }
+}
+
+/// The model `task`'s sub-agents run on when config.json names a `task_profile` other than the
+/// session's. One that cannot be used (no key yet) leaves them on the session's, with a warning
+/// in the daemon's log.
+fn task_provider_of(shared: &Shared, profile: &str) -> Option<Arc<dyn crate::provider::Model>> {
+    let config = shared.providers.config();
+    let name = config.task_profile().filter(|name| *name != profile)?;
+    match shared.providers.get(name) {
+        Ok(provider) => Some(provider as Arc<dyn crate::provider::Model>),
+        Err(reason) => {
+            tracing::warn!(task_profile = name, %reason, "sub-agents use the session's profile");
+            None
+        }
     }
 }
 

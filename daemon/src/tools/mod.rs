@@ -17,6 +17,7 @@ mod recall;
 mod redacting_sink;
 mod registry;
 mod remember;
+mod task;
 mod todo_write;
 mod web_fetch;
 mod write_file;
@@ -36,6 +37,7 @@ use crate::sandbox::Workspace;
 pub use bash::{CommandRun, run_command};
 pub use bash_background::BackgroundProcesses;
 pub use registry::{Registry, ToolSpec};
+pub use task::{SubAgentRunner, SubTask};
 pub use todo_write::{TodoItem, TodoList, TodoStatus};
 pub use web_fetch::WebCache;
 
@@ -273,6 +275,9 @@ pub struct ToolContext {
     pub edit_tools: EditTools,
     /// The notes `remember` and `recall` use; `None` outside a session.
     pub memory: Option<MemoryAccess>,
+    /// Runs `task`'s sub-agent: set by the agent for each call of a session's own turn, `None`
+    /// inside a sub-agent (which cannot start another) and outside a session.
+    pub sub_agent: Option<Arc<dyn SubAgentRunner>>,
 }
 
 /// The memory store, the session that writes to it, and the session's embeddings endpoint
@@ -301,6 +306,7 @@ impl ToolContext {
             web_cache: Arc::new(WebCache::default()),
             chrome_endpoint: None,
             edit_tools: EditTools::default(),
+            sub_agent: None,
         }
     }
 

@@ -21,6 +21,7 @@ use super::read_file::{self, ReadFile};
 use super::recall::Recall;
 use super::redacting_sink::RedactingSink;
 use super::remember::Remember;
+use super::task::Task;
 use super::todo_write::TodoWrite;
 use super::web_fetch::WebFetch;
 use super::write_file::WriteFile;
@@ -100,6 +101,7 @@ impl Registry {
         registry.register(ChromeFetch);
         registry.register(Remember);
         registry.register(Recall);
+        registry.register(Task);
         registry
     }
 
@@ -425,7 +427,8 @@ mod tests {
                 "web_fetch",
                 "chrome_fetch",
                 "remember",
-                "recall"
+                "recall",
+                "task"
             ]
         );
     }
@@ -443,7 +446,8 @@ mod tests {
                 "todo_write",
                 "web_fetch",
                 "chrome_fetch",
-                "recall"
+                "recall",
+                "task"
             ]
         );
         assert!(registry.get("bash").unwrap().mutates);
@@ -472,7 +476,8 @@ mod tests {
         assert!(edit_ops.to_string().contains("insert_after"), "{edit_ops}");
     }
 
-    /// With the system prompt they make the first request, which must stay under 10 KB.
+    /// With the system prompt they make the first request, which must stay under 10 KB (the
+    /// end-to-end check of that is in tests/tests/memory.rs).
     #[test]
     fn all_definitions_together_stay_small() {
         let registry = Registry::standard();
@@ -482,7 +487,7 @@ mod tests {
                 spec.name.len() + spec.description.len() + spec.parameters.to_string().len()
             })
             .sum();
-        assert!(bytes < 6500, "{bytes} bytes");
+        assert!(bytes < 6800, "{bytes} bytes");
     }
 
     #[tokio::test]
@@ -528,7 +533,7 @@ mod tests {
             error.message,
             "there is no tool named `write`; the tools are: read_file, edit_lines, bash, \
              bash_background, write_file, edit_file, glob, grep, ls, todo_write, web_fetch, chrome_fetch, \
-             remember, recall"
+             remember, recall, task"
         );
     }
 
