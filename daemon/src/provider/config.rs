@@ -18,6 +18,7 @@ use super::goal_hooks::{GoalDefaults, Hooks};
 use super::profile::{EditTools, Pricing, Profile, ProviderKind, ReasoningHistory, ResolvedKey};
 use super::retry::CallLimits;
 use super::{Headers, builtin};
+use crate::mcp::ServerConfig as McpServer;
 
 /// Body fields the client writes itself; a profile's `request_extra` may not replace them, because
 /// the history, the tools and streaming are what the agent loop depends on.
@@ -32,6 +33,7 @@ pub struct Config {
     goal: GoalDefaults,
     hooks: Hooks,
     chrome: Chrome,
+    mcp_servers: BTreeMap<String, McpServer>,
 }
 
 /// The user's own Chrome, which `chrome_fetch` drives over the DevTools Protocol.
@@ -138,6 +140,7 @@ impl Default for Config {
             goal: GoalDefaults::default(),
             hooks: Hooks::default(),
             chrome: Chrome::default(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -171,6 +174,7 @@ impl Config {
         config.goal = file.goal;
         config.hooks = file.hooks;
         config.chrome = file.chrome;
+        config.mcp_servers = file.mcp_servers;
         config.validate(path)?;
         Ok(config)
     }
@@ -185,6 +189,13 @@ impl Config {
             return Err(invalid(field.to_owned(), reason));
         }
         if let Some((field, reason)) = self.hooks.problem() {
+            return Err(invalid(field, reason));
+        }
+        if let Some((field, reason)) = self
+            .mcp_servers
+            .iter()
+            .find_map(|(name, server)| server.problem(name))
+        {
             return Err(invalid(field, reason));
         }
         if let Some(name) = &self.default_profile
@@ -262,6 +273,11 @@ impl Config {
         &self.chrome
     }
 
+    /// The MCP servers whose tools new sessions get, by name.
+    pub fn mcp_servers(&self) -> &BTreeMap<String, McpServer> {
+        &self.mcp_servers
+    }
+
     /// Every API key value in force, from config.json or the environment, so tools can redact
     /// them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
@@ -325,6 +341,8 @@ struct ConfigFile {
     hooks: Hooks,
     #[serde(default)]
     chrome: Chrome,
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServer>,
 }
 
 /// A profile as the file writes it: every field optional, because an override of a built-in
