@@ -1,7 +1,8 @@
 //! MCP servers through the real daemon (SPEC §7.4): the reference server from npm
 //! (`@modelcontextprotocol/server-everything`, installed by `npm ci --prefix tests/mcp`) started
-//! over stdio, whose `echo` and `get-sum` the fake model calls; a server of the test's own that
-//! dies in the middle of a call; and a server that cannot start at all.
+//! over stdio, whose `echo` and `get-sum` the fake model calls, and over streamable HTTP with a
+//! call that outlasts its timeout; a server of the test's own that dies in the middle of a call;
+//! and a server that cannot start at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use std::path::{Path, PathBuf};
@@ -291,5 +292,93 @@ async fn a_server_that_cannot_start_is_reported_and_adds_nothing_to_the_request(
     assert!(
         problem.contains("/nonexistent/mcp-server") && problem.contains("could not be started"),
         "{problem}"
+    );
+}
+
+/// The everything server over streamable HTTP, on a free port of 127.0.0.1; killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("node")
+            .arg(everything_script())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the HTTP MCP server did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_answers_and_a_slow_call_times_out() {
+    if !node_ready() {
+        return;
+    }
+    let server = HttpServer::start();
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    configure_servers(
+        &home,
+        json!({ "remote": { "url": server.url, "timeout_secs": 2 } }),
+    );
+    let _daemon = home.start_daemon();
+    let session = home.new_session("yolo");
+    let results = run_calls(
+        &provider,
+        &home,
+        &session,
+        &[
+            ("remote__get-sum", json!({ "a": 40, "b": 2 })),
+            (
+                "remote__trigger-long-running-operation",
+                json!({ "duration": 30, "steps": 3 }),
+            ),
+            ("remote__echo", json!({ "message": "after the slow one" })),
+        ],
+    );
+    assert!(results[0].contains("42"), "{}", results[0]);
+    assert!(
+        results[1].contains("did not answer") && results[1].contains("within 2 s"),
+        "{}",
+        results[1]
+    );
+    assert!(results[2].contains("after the slow one"), "{}", results[2]);
+    let info = home.client().await.info().await.unwrap();
+    assert_eq!(
+        (
+            info.mcp_servers[0].transport.as_str(),
+            info.mcp_servers[0].state.as_str()
+        ),
+        ("http", "running")
     );
 }

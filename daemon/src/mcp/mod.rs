@@ -375,3 +375,58 @@ fn describe(block: Value) -> String {
         None => format!("[{kind} left out]"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_text_and_name_what_they_leave_out() {
+        let result: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [
+                {"type": "text", "text": "first"},
+                {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "test://a", "text": "inline text"}},
+                {"type": "resource_link", "uri": "test://b", "name": "b"},
+            ]
+        }))
+        .unwrap();
+        assert_eq!(
+            result_text(result),
+            "first\n[image/png image, 8 bytes of base64 left out]\ninline text\n[resource_link: test://b]"
+        );
+        let structured: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [], "structuredContent": {"sum": 3}
+        }))
+        .unwrap();
+        assert_eq!(result_text(structured), r#"{"sum":3}"#);
+    }
+
+    #[test]
+    fn tool_names_are_prefixed_made_safe_and_bounded() {
+        let slot = Arc::new(Slot {
+            name: "srv".to_owned(),
+            config: ServerConfig::default(),
+            env: ServerEnv::default(),
+            attempt: Mutex::new(Attempt::new()),
+        });
+        let tool = |name: &str, read_only: Option<bool>| -> rmcp::model::Tool {
+            serde_json::from_value(serde_json::json!({
+                "name": name,
+                "inputSchema": {"type": "object", "properties": {"b": {}, "a": {}}},
+                "annotations": {"readOnlyHint": read_only},
+            }))
+            .unwrap()
+        };
+        let plain = McpTool::new(&slot, &tool("get.sum", Some(true)));
+        assert_eq!(plain.name, "srv__get_sum");
+        assert!(plain.read_only);
+        assert_eq!(
+            plain.parameters.to_string(),
+            r#"{"properties":{"a":{},"b":{}},"type":"object"}"#
+        );
+        let long = McpTool::new(&slot, &tool(&"x".repeat(100), None));
+        assert_eq!(long.name.len(), MAX_TOOL_NAME_CHARS);
+        assert!(!long.read_only, "unmarked tools count as mutating");
+    }
+}
