@@ -278,8 +278,8 @@ impl Config {
         &self.mcp_servers
     }
 
-    /// Every API key value in force, from config.json or the environment, so tools can redact
-    /// them from what they show.
+    /// Every API key value in force, from config.json or the environment, and the MCP servers'
+    /// header values, so tools can redact them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
         let mut values: Vec<String> = self
             .profiles
@@ -291,6 +291,12 @@ impl Config {
                     .and_then(|variable| std::env::var(variable).ok());
                 profile.api_key.clone().into_iter().chain(from_env)
             })
+            // An MCP server's headers carry its credentials (`Authorization: Bearer …`).
+            .chain(
+                self.mcp_servers
+                    .values()
+                    .flat_map(|server| server.headers.values().cloned()),
+            )
             .filter(|value| !value.is_empty())
             .collect();
         values.sort();

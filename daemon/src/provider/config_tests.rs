@@ -523,6 +523,7 @@ fn mcp_servers_are_read_and_a_bad_one_is_named() {
     .unwrap();
     let names: Vec<&String> = config.mcp_servers().keys().collect();
     assert_eq!(names, ["everything", "remote"]);
+    assert!(config.secret_values().contains(&"Bearer x".to_owned()));
     let error = load_text(r#"{"mcp_servers": {"bad": {"command": "x", "url": "http://h"}}}"#)
         .unwrap_err()
         .to_string();
