@@ -540,6 +540,23 @@ pub fn doctor(report: &DoctorReport) -> String {
     for failure in &report.hook_failures {
         let _ = writeln!(out, "[FIX] hook: {failure}");
     }
+    for server in &report.mcp_servers {
+        let healthy = !matches!(server.state.as_str(), "failed" | "exited");
+        let _ = writeln!(
+            out,
+            "[{}] MCP server {} ({}): {}, {} tool(s){}",
+            mark(healthy),
+            server.name,
+            server.transport,
+            server.state.replace('_', " "),
+            server.tools,
+            server
+                .problem
+                .as_deref()
+                .map(|problem| format!(": {problem}"))
+                .unwrap_or_default()
+        );
+    }
     for problem in &report.session_problems {
         let (mark, what) = if problem.loaded {
             ("note", "repaired on load")
@@ -695,6 +712,7 @@ mod tests {
             session_problems: Vec::new(),
             config_key_exposed: None,
             hook_failures: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod goals;
 pub mod hooks;
 pub mod journal;
+pub mod mcp;
 pub mod memory;
 pub mod provider;
 pub mod sandbox;

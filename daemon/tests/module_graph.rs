@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("journal", 3),
     ("store", 4),
     ("memory", 4),
+    ("mcp", 4),
     ("sandbox", 5),
     ("util", 6),
 ];

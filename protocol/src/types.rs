@@ -306,6 +306,25 @@ pub struct DaemonInfo {
     /// Why the last edit of config.json was rejected; the previous configuration stays in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_error: Option<String>,
+    /// The MCP servers of config.json's `mcp_servers` and their state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerStatus>,
+}
+
+/// One MCP server of config.json's `mcp_servers` (SPEC §7.4), as the daemon last saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatus {
+    pub name: String,
+    /// `stdio` (a command the daemon starts) or `http` (a streamable-HTTP URL).
+    pub transport: String,
+    /// `not_started` (no session has needed it yet), `starting`, `running`, `exited` or `failed`.
+    pub state: String,
+    /// How many tools it offers new sessions.
+    pub tools: usize,
+    /// Why it failed or exited, or what of it is left out; what to check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Stores an API key for a profile in config.json (mode 0600). The key is never sent back.
@@ -515,6 +534,10 @@ pub struct DoctorReport {
     /// newest last, each saying which hook and why.
     #[serde(default)]
     pub hook_failures: Vec<String>,
+    /// The MCP servers of config.json's `mcp_servers`: each one's state, and for one that failed
+    /// or died, why.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerStatus>,
 }
 
 /// What the sandbox can enforce on this machine, as the daemon probed it (SPEC §7.3).

@@ -18,6 +18,7 @@ use super::goal_hooks::{GoalDefaults, Hooks};
 use super::profile::{EditTools, Pricing, Profile, ProviderKind, ReasoningHistory, ResolvedKey};
 use super::retry::CallLimits;
 use super::{Headers, builtin};
+use crate::mcp::ServerConfig as McpServer;
 
 /// Body fields the client writes itself; a profile's `request_extra` may not replace them, because
 /// the history, the tools and streaming are what the agent loop depends on.
@@ -34,6 +35,7 @@ pub struct Config {
     goal: GoalDefaults,
     hooks: Hooks,
     chrome: Chrome,
+    mcp_servers: BTreeMap<String, McpServer>,
 }
 
 /// The user's own Chrome, which `chrome_fetch` drives over the DevTools Protocol.
@@ -141,6 +143,7 @@ impl Default for Config {
             goal: GoalDefaults::default(),
             hooks: Hooks::default(),
             chrome: Chrome::default(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -175,6 +178,7 @@ impl Config {
         config.goal = file.goal;
         config.hooks = file.hooks;
         config.chrome = file.chrome;
+        config.mcp_servers = file.mcp_servers;
         config.validate(path)?;
         Ok(config)
     }
@@ -189,6 +193,13 @@ impl Config {
             return Err(invalid(field.to_owned(), reason));
         }
         if let Some((field, reason)) = self.hooks.problem() {
+            return Err(invalid(field, reason));
+        }
+        if let Some((field, reason)) = self
+            .mcp_servers
+            .iter()
+            .find_map(|(name, server)| server.problem(name))
+        {
             return Err(invalid(field, reason));
         }
         for (field, name) in [
@@ -276,8 +287,13 @@ impl Config {
         self.task_profile.as_deref()
     }
 
-    /// Every API key value in force, from config.json or the environment, so tools can redact
-    /// them from what they show.
+    /// The MCP servers whose tools new sessions get, by name.
+    pub fn mcp_servers(&self) -> &BTreeMap<String, McpServer> {
+        &self.mcp_servers
+    }
+
+    /// Every API key value in force, from config.json or the environment, and the MCP servers'
+    /// header values, so tools can redact them from what they show.
     pub fn secret_values(&self) -> Vec<String> {
         let mut values: Vec<String> = self
             .profiles
@@ -289,6 +305,12 @@ impl Config {
                     .and_then(|variable| std::env::var(variable).ok());
                 profile.api_key.clone().into_iter().chain(from_env)
             })
+            // An MCP server's headers carry its credentials (`Authorization: Bearer …`).
+            .chain(
+                self.mcp_servers
+                    .values()
+                    .flat_map(|server| server.headers.values().cloned()),
+            )
             .filter(|value| !value.is_empty())
             .collect();
         values.sort();
@@ -341,6 +363,8 @@ struct ConfigFile {
     hooks: Hooks,
     #[serde(default)]
     chrome: Chrome,
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServer>,
 }
 
 /// A profile as the file writes it: every field optional, because an override of a built-in

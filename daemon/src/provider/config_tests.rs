@@ -527,3 +527,22 @@ fn web_chrome_endpoint_is_a_string_or_a_port_and_nothing_else() {
     assert!(error.contains("chrome.endpoint"), "{error}");
     assert!(error.contains("expected a ws:// URL, a port"), "{error}");
 }
+
+#[test]
+fn mcp_servers_are_read_and_a_bad_one_is_named() {
+    let config = load_text(
+        r#"{"mcp_servers": {"everything": {"command": "node", "args": ["server.js"]},
+            "remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer x"}}}}"#,
+    )
+    .unwrap();
+    let names: Vec<&String> = config.mcp_servers().keys().collect();
+    assert_eq!(names, ["everything", "remote"]);
+    assert!(config.secret_values().contains(&"Bearer x".to_owned()));
+    let error = load_text(r#"{"mcp_servers": {"bad": {"command": "x", "url": "http://h"}}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("mcp_servers.bad") && error.contains("not both"),
+        "{error}"
+    );
+}

@@ -81,6 +81,7 @@ pub async fn run(
         providers,
         registry: Arc::new(Registry::standard()),
         memory: Arc::new(MemoryStore::new(paths.memory_db())),
+        mcp: crate::mcp::McpServers::default(),
         stopping: CancellationToken::new(),
     });
     let daemon = Arc::new(Daemon {
@@ -164,6 +165,7 @@ pub async fn run(
     tracing::info!("draining: interrupting running turns");
     shared.stopping.cancel();
     daemon.sessions.drain().await;
+    shared.mcp.shutdown();
     drop(listener);
     let _ = server_handle.stop();
     // Connections finish the requests they hold (the `daemon/shutdown` answer among them)

@@ -266,7 +266,15 @@ fn daemon_info(daemon: &Daemon) -> DaemonInfo {
         sessions: daemon.sessions.len(),
         running_turns: daemon.sessions.running_turns(),
         config_error: daemon.shared.providers.last_error(),
+        mcp_servers: mcp_report(daemon),
     }
+}
+
+fn mcp_report(daemon: &Daemon) -> Vec<cwcode_protocol::types::McpServerStatus> {
+    daemon
+        .shared
+        .mcp
+        .report(daemon.shared.providers.config().mcp_servers())
 }
 
 fn internal_error(message: String) -> ErrorObjectOwned {
@@ -325,6 +333,7 @@ fn doctor(daemon: &Daemon, sandbox: SandboxReport) -> DoctorReport {
         session_problems: daemon.sessions.problems(),
         config_key_exposed,
         hook_failures: daemon.sessions.hook_failures(),
+        mcp_servers: mcp_report(daemon),
     }
 }
 
@@ -507,6 +516,7 @@ mod tests {
             paths,
             registry: Arc::new(Registry::standard()),
             memory: Arc::new(MemoryStore::new(home.join("memory.db"))),
+            mcp: crate::mcp::McpServers::default(),
             stopping: CancellationToken::new(),
         });
         let daemon = Arc::new(Daemon {

@@ -151,6 +151,8 @@ pub struct Shared {
     pub registry: Arc<Registry>,
     /// The notes of `remember`/`recall`, shared by every session.
     pub memory: Arc<MemoryStore>,
+    /// The MCP servers of `config.json`, started when a session first needs them.
+    pub mcp: crate::mcp::McpServers,
     /// Fired once when the daemon starts draining.
     pub stopping: CancellationToken,
 }

@@ -161,6 +161,7 @@ impl Daemon {
             providers: Pool::load(paths.config()).unwrap(),
             registry: Arc::new(Registry::standard()),
             memory: Arc::new(MemoryStore::new(paths.memory_db())),
+            mcp: crate::mcp::McpServers::default(),
             stopping: CancellationToken::new(),
         });
         let sessions = Sessions::load(Arc::clone(&shared));

@@ -20,8 +20,28 @@ use crate::agent::{self, CompactScope, TurnEnv};
 use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
+use crate::mcp::ServerEnv;
 use crate::sandbox::Workspace;
-use crate::tools::{EditTools, MemoryAccess, ReadLedger, ToolContext, WebCache};
+use crate::tools::{EditTools, MemoryAccess, ReadLedger, Registry, ToolContext, WebCache};
+
+/// The tools a session keeps for its life: the built-ins, then the tools of the MCP servers
+/// configured now, each started here if no session has started it yet. Without MCP servers it is
+/// the daemon's own registry, so such a session's requests are exactly what they were.
+async fn session_tools(shared: &Shared) -> Arc<Registry> {
+    let config = shared.providers.config();
+    if config.mcp_servers().is_empty() {
+        return Arc::clone(&shared.registry);
+    }
+    let env = ServerEnv {
+        passthrough: config.policy().tool_env.clone(),
+        secret_values: shared.providers.secret_values().to_vec(),
+    };
+    let tools = tokio::select! {
+        tools = shared.mcp.session_tools(config.mcp_servers(), &env) => tools,
+        () = shared.stopping.cancelled() => Vec::new(),
+    };
+    Arc::new(shared.registry.with_mcp_tools(tools))
+}
 
 /// The session's runner: executes queued prompts one at a time until the queue closes or the
 /// daemon stops. It alone owns the history.
@@ -37,6 +57,8 @@ pub(super) async fn run_prompts(
     }
     let reads = Arc::new(Mutex::new(ReadLedger::default()));
     let web_cache = Arc::new(WebCache::default());
+    // Chosen when the session first has work, then kept for its life (SPEC §6).
+    let mut tool_set: Option<Arc<Registry>> = None;
     // A prompt whose turn the journal refused to start waits for it, ahead of the queue.
     let mut retry: Option<(u32, String)> = None;
     let mut retry_delay = Duration::from_millis(250);
@@ -65,12 +87,16 @@ pub(super) async fn run_prompts(
             control.running = Some(cancel.clone());
             (control.info.profile.clone(), control.info.cwd.clone())
         };
+        let registry = match &tool_set {
+            Some(registry) => Arc::clone(registry),
+            None => Arc::clone(tool_set.insert(session_tools(&shared).await)),
+        };
         let env = prepare_turn(&shared, &profile, &cwd).map(|(provider, workspace)| {
             let embedder = provider.embedder();
             let task_provider = task_provider_of(&shared, &profile);
             TurnEnv {
                 log: Arc::clone(&session.log),
-                registry: Arc::clone(&shared.registry),
+                registry: Arc::clone(&registry),
                 provider,
                 task_provider,
                 mode: session.mode.subscribe(),

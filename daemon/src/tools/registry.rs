@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use schemars::generate::SchemaSettings;
@@ -26,14 +27,15 @@ use super::todo_write::TodoWrite;
 use super::web_fetch::WebFetch;
 use super::write_file::WriteFile;
 use super::{EditTools, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput};
+use crate::mcp::McpTool;
 use crate::sandbox::secrets::Redactor;
 
 /// What the model is shown of a tool, built once at registration so every request carries the
 /// same bytes.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
+    pub name: String,
+    pub description: String,
     /// JSON Schema of the arguments.
     pub parameters: Value,
     pub mutates: bool,
@@ -70,15 +72,48 @@ impl<T: Tool> ErasedTool for T {
     }
 }
 
+/// An MCP server's tool: its arguments are whatever JSON object the server's schema asks for.
+struct McpEntry(McpTool);
+
+impl ErasedTool for McpEntry {
+    fn start<'a>(
+        &'a self,
+        arguments: &str,
+        context: &'a ToolContext,
+    ) -> Result<BoxFuture<'a, Result<ToolOutput, ToolError>>, serde_json::Error> {
+        let arguments = match serde_json::from_str::<Value>(arguments)? {
+            Value::Object(object) => object,
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "expected a JSON object, not {other}"
+                )));
+            }
+        };
+        Ok(Box::pin(async move {
+            self.0
+                .call(arguments, &context.cancel)
+                .await
+                .map(ToolOutput::from)
+                .map_err(ToolError::new)
+        }))
+    }
+
+    fn touched_paths(&self, _arguments: &str) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}
+
+#[derive(Clone)]
 struct Entry {
     spec: ToolSpec,
     /// A one-line reminder of the arguments, for parse errors.
     usage: String,
-    tool: Box<dyn ErasedTool>,
+    tool: Arc<dyn ErasedTool>,
 }
 
 /// The tools a session offers, in registration order.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Registry {
     entries: Vec<Entry>,
 }
@@ -112,12 +147,12 @@ impl Registry {
         let entry = Entry {
             usage: usage_line(definition.name, &parameters),
             spec: ToolSpec {
-                name: definition.name,
-                description: definition.description,
+                name: definition.name.to_owned(),
+                description: definition.description.to_owned(),
                 parameters,
                 mutates: definition.mutates,
             },
-            tool: Box::new(tool),
+            tool: Arc::new(tool),
         };
         match self
             .entries
@@ -128,6 +163,29 @@ impl Registry {
             None => self.entries.push(entry),
         }
         self
+    }
+
+    /// These tools and, after them, a session's MCP tools (SPEC §7.4) in name order: the set a
+    /// session keeps for its life. MCP tools are mutating unless their server marks them
+    /// read-only.
+    pub fn with_mcp_tools(&self, tools: Vec<McpTool>) -> Self {
+        let mut registry = self.clone();
+        for tool in tools {
+            if registry.entry(&tool.name).is_some() {
+                continue;
+            }
+            registry.entries.push(Entry {
+                usage: usage_line(&tool.name, &tool.parameters),
+                spec: ToolSpec {
+                    name: tool.name.clone(),
+                    description: tool.description.clone(),
+                    parameters: tool.parameters.clone(),
+                    mutates: !tool.read_only,
+                },
+                tool: Arc::new(McpEntry(tool)),
+            });
+        }
+        registry
     }
 
     /// The tools to offer, in order; plan mode leaves out the mutating ones.
@@ -146,11 +204,11 @@ impl Registry {
         edit_tools: EditTools,
     ) -> impl Iterator<Item = Cow<'_, ToolSpec>> {
         self.specs(include_mutating)
-            .filter(move |spec| edit_tools.offers(spec.name))
+            .filter(move |spec| edit_tools.offers(&spec.name))
             .map(move |spec| {
                 if spec.name == "read_file" && !edit_tools.anchors_lines() {
                     Cow::Owned(ToolSpec {
-                        description: read_file::PLAIN_DESCRIPTION,
+                        description: read_file::PLAIN_DESCRIPTION.to_owned(),
                         ..spec.clone()
                     })
                 } else {
@@ -258,7 +316,11 @@ impl Registry {
     }
 
     fn unknown_tool(&self, name: &str) -> ToolError {
-        let available: Vec<&str> = self.entries.iter().map(|entry| entry.spec.name).collect();
+        let available: Vec<&str> = self
+            .entries
+            .iter()
+            .map(|entry| entry.spec.name.as_str())
+            .collect();
         ToolError::new(format!(
             "there is no tool named `{name}`; the tools are: {}",
             available.join(", ")
@@ -404,8 +466,8 @@ mod tests {
         }
     }
 
-    fn names<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> Vec<&'static str> {
-        specs.map(|spec| spec.name).collect()
+    fn names<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> Vec<&'a str> {
+        specs.map(|spec| spec.name.as_str()).collect()
     }
 
     #[test]
@@ -620,10 +682,10 @@ mod tests {
     #[test]
     fn the_profile_edit_tools_choose_between_edit_lines_and_edit_file() {
         let registry = Registry::standard();
-        let offered = |edit_tools| -> Vec<&str> {
+        let offered = |edit_tools| -> Vec<String> {
             registry
                 .offered(true, edit_tools)
-                .map(|spec| spec.name)
+                .map(|spec| spec.name.clone())
                 .filter(|name| name.starts_with("edit") || *name == "read_file")
                 .collect()
         };
@@ -639,6 +701,7 @@ mod tests {
                 .find(|spec| spec.name == "read_file")
                 .unwrap()
                 .description
+                .clone()
         };
         assert!(read_file(EditTools::Hashline).contains("LINE:HASH|content"));
         assert!(read_file(EditTools::Replace).contains("LINE|content"));
@@ -671,7 +734,10 @@ mod tests {
     fn registering_a_name_again_replaces_the_tool_in_place() {
         let mut registry = Registry::default();
         registry.register(Echo).register(Bash).register(Echo);
-        let names: Vec<&str> = registry.specs(true).map(|spec| spec.name).collect();
+        let names: Vec<&str> = registry
+            .specs(true)
+            .map(|spec| spec.name.as_str())
+            .collect();
         assert_eq!(names, ["echo", "bash"]);
     }
 
