@@ -185,6 +185,12 @@ async fn a_loop_without_progress_stalls_after_three_cycles_and_says_what_was_tri
     let (input, env) = hook_input(hooks_out.path(), "goal_finished");
     assert_eq!(input["type"], "goal_loop_stopped", "{input}");
     assert_eq!(input["state"], "stalled", "{input}");
+    let waited = home.cli(&["wait", &id, "--for", "goal", "--timeout", "10s"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(10),
+        "a stall has its exit code: {waited:?}"
+    );
     let workspace = std::fs::canonicalize(&home.workspace).unwrap();
     assert_eq!(
         env,
@@ -287,6 +293,9 @@ async fn a_verified_goal_is_unchecked_while_its_check_fails_and_complete_once_it
     let complete = status(&home, &id);
     assert_eq!(complete["state"], "complete");
     assert_eq!(complete["left"], 0);
+    // A script waiting on the loop is told it all got done: exit 0, only for `complete`.
+    let waited = home.cli(&["wait", &id, "--for", "goal", "--timeout", "10s"]);
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -613,4 +622,10 @@ async fn a_loop_whose_cycle_cannot_start_fails_with_the_reason_and_the_hook_is_t
     assert_eq!(input["state"], "failed", "{input}");
     assert!(cycles_started(&home, &id).is_empty(), "no cycle ran");
     assert!(provider.requests().is_empty(), "nothing was sent");
+    let waited = home.cli(&["wait", &id, "--for", "goal", "--timeout", "10s"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(3),
+        "a failed loop exits 3: {waited:?}"
+    );
 }
