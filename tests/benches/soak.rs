@@ -306,8 +306,30 @@ fn main() {
     let mut started_cycles: BTreeMap<u32, usize> = BTreeMap::new();
     let mut finished_cycles: BTreeMap<u32, usize> = BTreeMap::new();
     let (mut calls_started, mut calls_finished, mut retries) = (0, 0, 0);
+    // A call the restart interrupted finishes as an error without writing its line.
+    let mut calls_succeeded = 0;
     let (mut turns_started, mut turns_finished) = (0, 0);
+    // Cycles whose turn made no tool call, with the events of the first such cycle.
+    let mut in_cycle: Option<(u32, bool, Vec<String>)> = None;
+    let mut without_call: Vec<u32> = Vec::new();
+    let mut first_without_call: Vec<String> = Vec::new();
     for event in &journal {
+        if let Some((_, called, events)) = &mut in_cycle {
+            *called |= matches!(event.kind, EventKind::ToolCallStarted { .. });
+            events.push(serde_json::to_string(event).unwrap_or_default());
+        }
+        if let EventKind::GoalCycleStarted { cycle, .. } = &event.kind {
+            in_cycle = Some((*cycle, false, Vec::new()));
+        }
+        if let EventKind::GoalCycleFinished { .. } = &event.kind
+            && let Some((cycle, called, events)) = in_cycle.take()
+            && !called
+        {
+            without_call.push(cycle);
+            if first_without_call.is_empty() {
+                first_without_call = events;
+            }
+        }
         match &event.kind {
             EventKind::GoalCycleStarted { cycle, .. } => {
                 *started_cycles.entry(*cycle).or_default() += 1;
@@ -316,7 +338,10 @@ fn main() {
                 *finished_cycles.entry(*cycle).or_default() += 1;
             }
             EventKind::ToolCallStarted { .. } => calls_started += 1,
-            EventKind::ToolCallFinished { .. } => calls_finished += 1,
+            EventKind::ToolCallFinished { is_error, .. } => {
+                calls_finished += 1;
+                calls_succeeded += usize::from(!is_error);
+            }
             EventKind::ProviderRetrying { .. } => retries += 1,
             EventKind::TurnStarted { .. } => turns_started += 1,
             EventKind::TurnFinished { .. } => turns_finished += 1,
@@ -356,9 +381,14 @@ fn main() {
         injected.dropped.load(Ordering::SeqCst),
     );
     println!(
-        "end state `{state}` at cycle {} (goal status says `{}`)",
-        goal["cycle"], goal["state"]
+        "end state `{state}` at cycle {} (goal status says `{}`, reason {})",
+        goal["cycle"], goal["state"], goal["stopReason"]
     );
+    for event in &journal {
+        if let EventKind::Error { message } = &event.kind {
+            println!("  error event at seq {}: {message}", event.seq);
+        }
+    }
     println!(
         "journal: {} events, seq {}..={}, {gaps} gaps; cycles finished once: {} of {CYCLES}, \
          interrupted by the restart: {interrupted:?}, unaccounted for: {missing:?}, started more \
@@ -372,8 +402,13 @@ fn main() {
             .count(),
     );
     println!(
-        "tool calls: {calls_started} started, {calls_finished} finished; progress.txt has {lines} lines"
+        "tool calls: {calls_started} started, {calls_finished} finished, {calls_succeeded} \
+         succeeded; progress.txt has {lines} \
+         lines; cycles whose turn made no call: {without_call:?}"
     );
+    for line in first_without_call.iter().take(40) {
+        println!("  {}", &line[..line.len().min(300)]);
+    }
     println!(
         "processes: at most {most_first} / {most_second} descendants of the daemon at a sample \
          (first / second instance); after the loop: {idle_descendants} descendants, \
@@ -386,7 +421,7 @@ fn main() {
         || !run_twice.is_empty()
         || calls_started != calls_finished
         || turns_started != turns_finished
-        || lines != calls_finished;
+        || lines != calls_succeeded;
     let leaked = left_by_first + idle_descendants + idle_tagged + after_all > 0;
     println!(
         "nothing lost: {}; no leaked process: {}; RSS flat: {}",
