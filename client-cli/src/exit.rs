@@ -15,6 +15,14 @@ pub const DAEMON_GONE: u8 = 5;
 pub const STORM_BROKEN: u8 = 6;
 /// `run`: an approval went unanswered for `--timeout`; `wait`: its `--timeout` passed first.
 pub const TIMED_OUT: u8 = 7;
+/// `wait --for goal`: the loop ended with goals open, at its cap of cycles.
+pub const GOAL_CAPPED: u8 = 8;
+/// `wait --for goal`: the loop used up its token, cost or wall-clock budget.
+pub const GOAL_BUDGET_EXHAUSTED: u8 = 9;
+/// `wait --for goal`: three cycles in a row made no progress.
+pub const GOAL_STALLED: u8 = 10;
+/// `wait --for goal`: no goal loop has run in the session.
+pub const GOAL_NEVER_RAN: u8 = 11;
 /// Ctrl+C, as shells report a SIGINT.
 pub const INTERRUPTED: u8 = 130;
 
@@ -24,12 +32,17 @@ Exit codes:
   0    success
   1    the daemon refused the request (unknown session, bad params…) or another error
   2    bad usage: unknown argument, empty prompt, bad --allow rule or duration
-  3    the turn failed (send --wait, run)
-  4    the turn was cancelled (send --wait, run)
+  3    the turn failed (send --wait, run), or the goal loop failed (wait --for goal)
+  4    the turn was cancelled (send --wait, run), or the goal loop was stopped (wait --for goal)
   5    the daemon cannot be reached, stopped, or the connection to it was lost
-  6    the storm-breaker stopped a loop of identical failing calls (send --wait, run)
+  6    the storm-breaker stopped a loop of identical failing calls (send --wait, run,
+       wait --for goal)
   7    timed out: run's approval went unanswered for --timeout (the turn is cancelled),
        or wait's --timeout passed first
+  8    wait --for goal: the goal loop reached its cap with goals open
+  9    wait --for goal: the goal loop used up its token, cost or wall-clock budget
+  10   wait --for goal: the goal loop stalled (three cycles without progress)
+  11   wait --for goal: no goal loop has run in this session
   130  interrupted with Ctrl+C
 
 With --json, an error is one line on stderr:

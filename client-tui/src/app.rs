@@ -85,18 +85,50 @@ pub struct GoalLoop {
     pub cap: u32,
     /// Goals done and in all, once a cycle has ended or the status has said.
     pub progress: Option<(usize, usize)>,
+    /// The token and wall-clock budgets left (`None`: no such budget) when `goal/status` last
+    /// answered: what is left now is at most that.
+    pub budget_left: (Option<u64>, Option<u64>),
 }
 
 impl GoalLoop {
-    pub fn banner(&self) -> String {
+    /// The loop's state (running, or waiting for the approval the prompt below asks), where it
+    /// is, and the budget left.
+    pub fn banner(&self, awaiting_approval: bool) -> String {
+        let state = if awaiting_approval {
+            "awaiting approval"
+        } else {
+            "running"
+        };
         let progress = self
             .progress
             .map(|(done, total)| format!(" · {done} of {total} done"))
             .unwrap_or_default();
+        let (tokens, seconds) = self.budget_left;
+        let budget: Vec<String> = [
+            tokens.map(|tokens| format!("{} tokens", compact_count(tokens))),
+            seconds.map(|seconds| format!("{}h{:02}m", seconds / 3600, seconds % 3600 / 60)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let budget = if budget.is_empty() {
+            String::new()
+        } else {
+            format!(" · ≤ {} left", budget.join(", "))
+        };
         format!(
-            "goal loop · cycle {}/{}{progress} · /goal off stops it",
+            "goal loop {state} · cycle {}/{}{progress}{budget} · /goal off stops it",
             self.cycle, self.cap
         )
+    }
+}
+
+/// `1234567` as `1.2M`, `45600` as `45.6k`: a budget at a glance.
+fn compact_count(count: u64) -> String {
+    match count {
+        0..1_000 => count.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", count as f64 / 1e3),
+        _ => format!("{:.1}M", count as f64 / 1e6),
     }
 }
 

@@ -62,7 +62,10 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
     let banner: Vec<Line<'static>> = app
         .goal
         .iter()
-        .map(|goal| Line::styled(shorten(&goal.banner(), width), BANNER))
+        .map(|goal| {
+            let banner = goal.banner(app.approval().is_some());
+            Line::styled(shorten(&banner, width), BANNER)
+        })
         .collect();
     // An approval asked meanwhile (a prompt from another terminal) comes before the picker.
     let rewind = app.rewind.as_ref().filter(|_| app.approval().is_none());

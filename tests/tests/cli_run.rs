@@ -302,9 +302,11 @@ async fn wait_for_goal_returns_the_status_once_the_loop_has_stopped() {
         .unwrap();
     gate.open();
     let output = wait_with_deadline(waiter, Duration::from_secs(60));
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // The cap ended it with the goal open: not a success (exit 0 is for `complete`).
+    assert_eq!(output.status.code(), Some(8), "{}", stderr(&output));
     let status: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
     assert_eq!(status["running"], false, "{status}");
+    assert_eq!(status["state"], "capped", "{status}");
     assert_eq!(status["left"], 1, "{status}");
     assert!(
         home.journal(&id)

@@ -185,6 +185,12 @@ async fn a_loop_without_progress_stalls_after_three_cycles_and_says_what_was_tri
     let (input, env) = hook_input(hooks_out.path(), "goal_finished");
     assert_eq!(input["type"], "goal_loop_stopped", "{input}");
     assert_eq!(input["state"], "stalled", "{input}");
+    let waited = home.cli(&["wait", &id, "--for", "goal", "--timeout", "10s"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(10),
+        "a stall has its exit code: {waited:?}"
+    );
     let workspace = std::fs::canonicalize(&home.workspace).unwrap();
     assert_eq!(
         env,
@@ -287,6 +293,9 @@ async fn a_verified_goal_is_unchecked_while_its_check_fails_and_complete_once_it
     let complete = status(&home, &id);
     assert_eq!(complete["state"], "complete");
     assert_eq!(complete["left"], 0);
+    // A script waiting on the loop is told it all got done: exit 0, only for `complete`.
+    let waited = home.cli(&["wait", &id, "--for", "goal", "--timeout", "10s"]);
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -573,5 +582,50 @@ async fn the_same_failing_call_in_three_cycles_in_a_row_is_a_storm() {
             .contains("`read_file` failed the same way in 3 cycles in a row"),
         "{}",
         explanation.1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_whose_cycle_cannot_start_fails_with_the_reason_and_the_hook_is_told() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    // The profile's key is to come from a variable the daemon does not have: no request can
+    // be made, so the first cycle cannot even start.
+    let path = home.paths.config();
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let profile = config["profiles"]["fake"].as_object_mut().unwrap();
+    profile.remove("api_key");
+    profile.insert(
+        "api_key_env".to_owned(),
+        json!("CWCODE_TEST_KEY_THAT_IS_NEVER_SET"),
+    );
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let hooks_out = tempfile::tempdir().unwrap();
+    with_hooks(&home, hooks_out.path(), &["goal_finished"]);
+    let _daemon = home.start_daemon();
+    let id = home.new_session("yolo");
+    home.cli_ok(&["goal", &id, "add", "anything"]);
+    home.cli_ok(&["goal", &id, "on"]);
+
+    let (state, summary) = wait_for_stop(&home, &id);
+    assert_eq!(state, "failed", "{summary}");
+    let failed = status(&home, &id);
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(failed["running"], false, "{failed}");
+    let reason = failed["stopReason"].as_str().unwrap();
+    assert!(
+        reason.contains("CWCODE_TEST_KEY_THAT_IS_NEVER_SET"),
+        "the reason names what to fix: {failed}"
+    );
+    let (input, _) = hook_input(hooks_out.path(), "goal_finished");
+    assert_eq!(input["type"], "goal_loop_stopped", "{input}");
+    assert_eq!(input["state"], "failed", "{input}");
+    assert!(cycles_started(&home, &id).is_empty(), "no cycle ran");
+    assert!(provider.requests().is_empty(), "nothing was sent");
+    let waited = home.cli(&["wait", &id, "--for", "goal", "--timeout", "10s"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(3),
+        "a failed loop exits 3: {waited:?}"
     );
 }

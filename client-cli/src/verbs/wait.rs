@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cwcode_protocol::{Client, Event, EventKind, SessionStatus};
+use cwcode_protocol::{Client, Event, EventKind, GoalState, SessionStatus};
 
 use super::{connect, connection_lost, print_json};
 use crate::exit::{self, Outcome};
@@ -17,7 +17,8 @@ pub enum Target {
     Approval,
     /// No turn is running or waiting for an approval.
     Idle,
-    /// The goal loop is not running (it finished, stopped or never started).
+    /// The goal loop is not running (it finished, stopped or never started); exits 0 only when
+    /// it ended `complete` (see the exit codes for the other end states).
     Goal,
 }
 
@@ -165,5 +166,57 @@ async fn goal(client: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode>
     } else {
         print!("{}", render::goal_status(&status));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(match end_code(status.state) {
+        0 => ExitCode::SUCCESS,
+        code => ExitCode::from(code),
+    })
+}
+
+/// The exit code for the state a goal loop ended in: 0 only when every goal is done, so that a
+/// script can tell a finished night from one that ran out (README's exit-code table).
+fn end_code(state: GoalState) -> u8 {
+    match state {
+        GoalState::Complete => 0,
+        GoalState::Failed => exit::TURN_FAILED,
+        GoalState::Stopped => exit::TURN_CANCELLED,
+        GoalState::Storm => exit::STORM_BROKEN,
+        GoalState::Capped => exit::GOAL_CAPPED,
+        GoalState::BudgetExhausted => exit::GOAL_BUDGET_EXHAUSTED,
+        GoalState::Stalled => exit::GOAL_STALLED,
+        // Running or waiting cannot be the state once the loop is seen stopped; a loop started
+        // again at once is not this wait's loop, so it is not reported as ended either.
+        GoalState::Idle | GoalState::Running | GoalState::AwaitingApproval => exit::GOAL_NEVER_RAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_complete_loop_exits_zero_and_each_end_state_has_its_own_code() {
+        let codes: Vec<(GoalState, u8)> = GoalState::ALL
+            .into_iter()
+            .map(|state| (state, end_code(state)))
+            .collect();
+        let zero: Vec<GoalState> = codes
+            .iter()
+            .filter(|(_, code)| *code == 0)
+            .map(|(state, _)| *state)
+            .collect();
+        assert_eq!(zero, [GoalState::Complete]);
+        let ended = [
+            GoalState::Complete,
+            GoalState::Capped,
+            GoalState::BudgetExhausted,
+            GoalState::Stalled,
+            GoalState::Storm,
+            GoalState::Stopped,
+            GoalState::Failed,
+        ];
+        let mut distinct: Vec<u8> = ended.iter().map(|state| end_code(*state)).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ended.len(), "{codes:?}");
+    }
 }

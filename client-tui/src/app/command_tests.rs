@@ -358,10 +358,23 @@ fn goal_commands_ask_the_daemon_and_say_what_it_answered() {
         text.contains("goal added to /home/dev/shop/goals.md: 2 of 3 open · /goal on"),
         "{text}"
     );
-    app.on_reply(goal_reply(GoalCall::Start, goal_status(true, 1, 1, 2)), now);
+    let mut started = goal_status(true, 1, 1, 2);
+    started.tokens_left = Some(45_600);
+    started.seconds_left = Some(7_260);
+    app.on_reply(goal_reply(GoalCall::Start, started), now);
     assert_eq!(
-        app.goal.map(|goal| goal.banner()).as_deref(),
-        Some("goal loop · cycle 1/20 · 1 of 3 done · /goal off stops it")
+        app.goal.map(|goal| goal.banner(false)).as_deref(),
+        Some(
+            "goal loop running · cycle 1/20 · 1 of 3 done · ≤ 45.6k tokens, 2h01m left · \
+             /goal off stops it"
+        )
+    );
+    assert_eq!(
+        app.goal.map(|goal| goal.banner(true)).as_deref(),
+        Some(
+            "goal loop awaiting approval · cycle 1/20 · 1 of 3 done · ≤ 45.6k tokens, 2h01m \
+             left · /goal off stops it"
+        )
     );
     app.on_reply(goal_reply(GoalCall::Show, goal_status(true, 1, 1, 2)), now);
     let text = transcript_text(&mut app);
@@ -388,8 +401,8 @@ fn the_goal_banner_follows_the_loop_events() {
         [EventKind::GoalCycleStarted { cycle: 1, cap: 8 }],
     );
     assert_eq!(
-        app.goal.map(|goal| goal.banner()).as_deref(),
-        Some("goal loop · cycle 1/8 · /goal off stops it")
+        app.goal.map(|goal| goal.banner(false)).as_deref(),
+        Some("goal loop running · cycle 1/8 · /goal off stops it")
     );
     feed(
         &mut app,
@@ -404,8 +417,8 @@ fn the_goal_banner_follows_the_loop_events() {
         ],
     );
     assert_eq!(
-        app.goal.map(|goal| goal.banner()).as_deref(),
-        Some("goal loop · cycle 2/8 · 1 of 5 done · /goal off stops it")
+        app.goal.map(|goal| goal.banner(false)).as_deref(),
+        Some("goal loop running · cycle 2/8 · 1 of 5 done · /goal off stops it")
     );
     feed(
         &mut app,
@@ -472,15 +485,15 @@ fn on_attach_the_replay_rebuilds_the_banner_and_the_status_makes_it_exact() {
         panic!("expected one goal/status: {:?}", app.outbox);
     };
     assert_eq!(
-        app.goal.map(|goal| goal.banner()).as_deref(),
-        Some("goal loop · cycle 2/20 · 1 of 3 done · /goal off stops it")
+        app.goal.map(|goal| goal.banner(false)).as_deref(),
+        Some("goal loop running · cycle 2/20 · 1 of 3 done · /goal off stops it")
     );
     // goals.md was edited by hand meanwhile: the status is the truth, and says nothing.
     let before = transcript_text(&mut app);
     app.on_reply(goal_reply(GoalCall::Sync, goal_status(true, 2, 2, 2)), now);
     assert_eq!(
-        app.goal.map(|goal| goal.banner()).as_deref(),
-        Some("goal loop · cycle 2/20 · 2 of 4 done · /goal off stops it")
+        app.goal.map(|goal| goal.banner(false)).as_deref(),
+        Some("goal loop running · cycle 2/20 · 2 of 4 done · /goal off stops it")
     );
     assert_eq!(transcript_text(&mut app), before);
     // An answer about the session left behind changes nothing.

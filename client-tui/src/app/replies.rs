@@ -193,6 +193,7 @@ impl App {
                 .map_or(status.cycle, |goal| goal.cycle.max(status.cycle)),
             cap: status.cap,
             progress: Some((status.done, status.done + status.left)),
+            budget_left: (status.tokens_left, status.seconds_left),
         });
         match call {
             GoalCall::Sync => {}
@@ -287,6 +288,7 @@ impl App {
                     cycle: *cycle,
                     cap: *cap,
                     progress: self.goal.and_then(|goal| goal.progress),
+                    budget_left: self.goal.map_or((None, None), |goal| goal.budget_left),
                 });
             }
             EventKind::GoalCycleFinished { done, left, .. } => {

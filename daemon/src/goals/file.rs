@@ -44,6 +44,19 @@ pub enum GoalsError {
         .path.display()
     )]
     KeptChanging { path: PathBuf },
+    /// A request the loop cannot take as given (a budget that is none, a second start), with
+    /// what to do instead.
+    #[error("{0}")]
+    Refused(&'static str),
+    #[error(
+        "a cost budget needs prices: add \"pricing\" to profile `{profile}` in config.json, or use \
+         a token budget"
+    )]
+    CostWithoutPrices { profile: String },
+    #[error(transparent)]
+    State(#[from] super::state::StateError),
+    #[error("the cycle's events could not be read back: {0}")]
+    CycleEvents(#[source] crate::journal::JournalError),
 }
 
 /// One task-list item of `goals.md`.

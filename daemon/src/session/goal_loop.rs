@@ -14,7 +14,8 @@ use crate::agent::history::Conversation;
 use crate::agent::{self, TurnEnv};
 use crate::goals::state::now_ms;
 use crate::goals::{
-    self, CallRecord, CheckFailure, Decision, GoalList, LoopState, StopReason, TurnSummary,
+    self, CallRecord, CheckFailure, Decision, GoalList, GoalsError, LoopState, StopReason,
+    TurnSummary,
 };
 use crate::journal::Journal;
 use crate::sandbox::secrets::Redactor;
@@ -32,13 +33,13 @@ pub fn state_path(session_dir: &Path) -> PathBuf {
     session_dir.join(STATE_FILE)
 }
 
-fn goals_error(error: impl std::fmt::Display) -> SessionError {
-    SessionError::Goals(error.to_string())
+fn goals_error(error: impl Into<GoalsError>) -> SessionError {
+    SessionError::Goals(error.into())
 }
 
 /// A budget given to `goal on` that cannot be one, said plainly.
 fn check_budgets(params: &GoalStartParams) -> Result<(), SessionError> {
-    let refuse = |text: &str| Err(SessionError::Goals(text.to_owned()));
+    let refuse = |text: &'static str| Err(goals_error(GoalsError::Refused(text)));
     if params.no_budget
         && (params.token_budget.is_some()
             || params.cost_budget.is_some()
@@ -163,19 +164,18 @@ impl Session {
         check_budgets(&params)?;
         let prices = self.prices();
         if params.cost_budget.is_some() && prices.is_none() {
-            return Err(SessionError::Goals(format!(
-                "a cost budget needs prices: add \"pricing\" to profile `{}` in config.json, or use a token budget",
-                self.control().info.profile
-            )));
+            return Err(goals_error(GoalsError::CostWithoutPrices {
+                profile: self.control().info.profile.clone(),
+            }));
         }
         let defaults = self.shared.providers.config().goal_defaults().clone();
         let goals = self.goals()?;
         let decision = {
             let mut state = self.goal_state();
             if state.running {
-                return Err(SessionError::Goals(
-                    "the goal loop is already running: `goal status` shows where it is".to_owned(),
-                ));
+                return Err(goals_error(GoalsError::Refused(
+                    "the goal loop is already running: `goal status` shows where it is",
+                )));
             }
             state.cap = params.cap.unwrap_or(defaults.cap);
             if params.no_budget {
@@ -274,28 +274,42 @@ impl Session {
         cycle: u32,
     ) -> Result<(), SessionError> {
         let result = self.goal_cycle(env, conversation, cycle).await;
+        if let Err(SessionError::ShuttingDown) = result {
+            // The daemon began draining as the next cycle was queued: the saved state still says
+            // running, so the restarted daemon resumes the loop (the soak bench caught this
+            // ending loops as `failed`).
+            tracing::info!(session = %self.id, cycle, "the goal loop waits for the restart");
+            return Ok(());
+        }
         if let Err(error) = &result
             && !matches!(error, SessionError::Journal(_))
         {
             self.control().goal_turn_running = false;
-            let stopped = {
-                let mut state = self.goal_state();
-                let stopped = state.stop(StopReason::TurnFailed(error.to_string()));
-                if stopped && let Err(error) = self.save_goal_state(&state) {
-                    tracing::error!(session = %self.id, %error, "cannot save the goal loop state");
-                }
-                stopped
-            };
-            let announced = match self.goals() {
-                Ok(goals) if stopped => self.announce_stop(&goals),
-                Ok(_) => Ok(()),
-                Err(error) => Err(error),
-            };
-            if let Err(error) = announced {
-                tracing::error!(session = %self.id, %error, "cannot announce the goal loop's end");
-            }
+            self.fail_goal_loop(error.to_string());
         }
         result
+    }
+
+    /// Ends a running loop as `failed` with `reason` and announces it (so `goal_finished` hooks
+    /// run): for a cycle that failed, or one that could not even start (the provider or the
+    /// workspace unusable). Saving or announcing can only be logged here.
+    pub(super) fn fail_goal_loop(&self, reason: String) {
+        let stopped = {
+            let mut state = self.goal_state();
+            let stopped = state.stop(StopReason::TurnFailed(reason));
+            if stopped && let Err(error) = self.save_goal_state(&state) {
+                tracing::error!(session = %self.id, %error, "cannot save the goal loop state");
+            }
+            stopped
+        };
+        let announced = match self.goals() {
+            Ok(goals) if stopped => self.announce_stop(&goals),
+            Ok(_) => Ok(()),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = announced {
+            tracing::error!(session = %self.id, %error, "cannot announce the goal loop's end");
+        }
     }
 
     /// One cycle: the checks of goals checked since the last, a turn prompted with the open
@@ -444,8 +458,8 @@ impl Session {
             Journal::read_range(&replay.path, replay.since, replay.until)
         })
         .await
-        .map_err(goals_error)?
-        .map_err(goals_error)?;
+        .map_err(SessionError::ReadTask)?
+        .map_err(|error| goals_error(GoalsError::CycleEvents(error)))?;
         let mut started: Vec<(String, String, String)> = Vec::new();
         for event in events {
             match event.kind {

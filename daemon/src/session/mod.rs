@@ -140,8 +140,8 @@ pub enum SessionError {
     Checkpoint(#[from] SharedStoreError),
     #[error("this session has no checkpoint store (see the daemon log for why)")]
     NoCheckpointStore,
-    #[error("{0}")]
-    Goals(String),
+    #[error(transparent)]
+    Goals(#[from] crate::goals::GoalsError),
 }
 
 /// What every session shares with the daemon.

@@ -12,12 +12,11 @@ use cwcode_protocol::paths::Paths;
 use tokio::sync::mpsc;
 
 use super::recovery::{OpenTurn, close_turn_when_possible, recover_from_refused_journal};
-use super::{JOURNAL_RETRY_MAX, Session, SessionError, Shared, Work, goal_loop};
+use super::{JOURNAL_RETRY_MAX, Session, SessionError, Shared, Work};
 use crate::agent::approvals::ApprovalGate;
 use crate::agent::history::Conversation;
 use crate::agent::instructions::InstructionFiles;
 use crate::agent::{self, CompactScope, TurnEnv};
-use crate::goals::StopReason;
 use crate::journal::JournalError;
 use crate::journal::bus::EventLog;
 use crate::mcp::ServerEnv;
@@ -165,15 +164,7 @@ pub(super) async fn run_prompts(
                 }
             }
             (Work::GoalCycle { .. }, Err(reason)) => {
-                let stopped = session
-                    .goal_state()
-                    .stop(StopReason::TurnFailed(reason.clone()));
-                if stopped {
-                    let state = session.goal_state().clone();
-                    if let Err(error) = state.save(&goal_loop::state_path(&session.dir)) {
-                        tracing::error!(%error, "cannot save the goal loop state");
-                    }
-                }
+                session.fail_goal_loop(reason.clone());
                 report_error(&session.log, format!("the goal loop stopped: {reason}"))
             }
         };
