@@ -26,6 +26,8 @@ mod daily_tests;
 mod keys;
 mod replies;
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;
 
 /// How the program was asked to find its session.
@@ -100,6 +102,25 @@ impl GoalLoop {
     }
 }
 
+/// A session to be created at the first prompt.
+#[derive(Debug, Clone)]
+struct Draft {
+    params: CreateSessionParams,
+    /// The first prompt, as typed, once it went to the daemon with the request to create the
+    /// session: it returns to the input if that fails.
+    sent: Option<String>,
+}
+
+/// A session's title: its first prompt's first line, shortened (as `cwcode-cli run` does).
+pub fn title_from(prompt: &str) -> String {
+    const LONGEST: usize = 60;
+    let line = prompt.trim().lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(LONGEST) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
 /// A state a status-line hint describes; the hint goes when the state does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HintEnd {
@@ -118,6 +139,9 @@ pub struct App {
     pub phase: Phase,
     pub connection: Connection,
     pub session: Option<SessionInfo>,
+    /// A new session not created yet (`session` holds what it will be): it is created, titled
+    /// from the prompt, when the first prompt is sent, so leaving before that leaves nothing.
+    draft: Option<Draft>,
     /// The mode last asked of the daemon, and how many of those requests are unanswered: while
     /// any is, a further Shift+Tab moves on from it, not from the mode the session had.
     requested_mode: Mode,
@@ -185,6 +209,7 @@ impl App {
             phase: Phase::Connecting,
             connection: Connection::Connecting,
             session: None,
+            draft: None,
             requested_mode: Mode::Code,
             mode_requests: 0,
             transcript: Transcript::default(),
@@ -221,8 +246,25 @@ impl App {
         }
     }
 
+    /// The session the daemon knows; `None` while there is only a draft.
     fn session_id(&self) -> Option<String> {
+        if self.draft.is_some() {
+            return None;
+        }
         self.session.as_ref().map(|session| session.id.clone())
+    }
+
+    /// Whether the session shown exists only here, until its first prompt.
+    pub fn is_draft(&self) -> bool {
+        self.draft.is_some()
+    }
+
+    /// How leaving ends: a session that exists keeps running, a draft is simply dropped.
+    pub fn leaving(&self) -> Exit {
+        match &self.session {
+            Some(session) if self.draft.is_none() => Exit::Detached(session.clone()),
+            _ => Exit::Quit,
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -243,6 +285,13 @@ impl App {
 
     /// Asks the daemon for `mode`, remembered until every such request is answered.
     fn request_mode(&mut self, mode: Mode) {
+        if let Some(draft) = &mut self.draft {
+            draft.params.mode = Some(mode);
+            if let Some(session) = &mut self.session {
+                session.mode = mode;
+            }
+            return;
+        }
         let Some(session_id) = self.session_id() else {
             return;
         };

@@ -34,6 +34,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         about: "list the provider profiles, or switch to one",
     },
     CommandSpec {
+        name: "init",
+        args: "[NOTES]",
+        about: "have the model draft an AGENTS.md for this workspace",
+    },
+    CommandSpec {
         name: "rewind",
         args: "[N|undo]",
         about: "put files and history back to before a prompt",
@@ -106,6 +111,8 @@ pub enum Command {
     Model,
     /// `/model NAME`: switches the session to that profile.
     SetProfile(String),
+    /// `/init [NOTES]`: the prompt that drafts AGENTS.md, with what the user added.
+    Init(String),
     /// `/rewind`: the picker of checkpoints.
     Checkpoints,
     /// `/rewind N`.
@@ -173,6 +180,7 @@ pub fn parse_input(text: &str) -> Input {
                 )),
             },
         },
+        "init" => Command::Init(argument.to_owned()),
         "compact" => Command::Compact,
         "cache" => Command::Cache,
         "cost" => Command::Cost,
@@ -187,6 +195,33 @@ pub fn parse_input(text: &str) -> Input {
             "unknown command /{name}: /help lists them (start a prompt with // to send a leading /)"
         )),
     })
+}
+
+/// What `/init` asks. The daemon reads AGENTS.md into every new session, so what the model
+/// writes here is what later sessions start from: short and checked beats long and guessed.
+const INIT_PROMPT: &str = "Draft an AGENTS.md for this workspace, for coding agents that start \
+work here.
+
+Look before you write: list the files, read the build manifests (Cargo.toml, package.json, \
+pyproject.toml, Makefile, CI workflows…) and the README, and skim a few source files. Then \
+write AGENTS.md at the workspace root with:
+- how to build, test (the whole suite and a single test), lint and format, as exact commands;
+- the layout: the main directories and what each holds, in a line each;
+- the conventions the code follows (naming, error handling, tests, commit style) that are not \
+obvious from one file.
+
+Keep it concise (well under 100 lines), state only what you checked, and leave out generic \
+advice. If an AGENTS.md exists already, improve it instead of starting over, keeping what is \
+still true.";
+
+/// The prompt `/init` sends, with the user's own notes after it.
+pub fn init_prompt(notes: &str) -> String {
+    let notes = notes.trim();
+    if notes.is_empty() {
+        INIT_PROMPT.to_owned()
+    } else {
+        format!("{INIT_PROMPT}\n\nAlso, from the user: {notes}")
+    }
 }
 
 /// Whether `/name` is a built-in command, under its name or another (`/clear`, `/q`).

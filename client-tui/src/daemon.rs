@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cwcode_protocol::client::EventStream;
+use cwcode_protocol::methods::SessionEvents;
 use cwcode_protocol::{
     ApprovalRespondParams, CacheReport, CheckpointInfo, Client, ClientError, ConnectOptions,
-    CostReport, CreateSessionParams, Event, EventKind, GoalStartParams, GoalStatus, Mode,
-    ProfileInfo, RewindResult, SessionInfo,
+    CostReport, CreateSessionParams, Event, EventKind, EventsParams, GoalStartParams, GoalStatus,
+    Mode, ProfileInfo, RewindResult, SessionInfo,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -24,6 +25,8 @@ const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub enum Request {
     ListSessions,
+    /// A line about each session for the picker: ids and the `seq` of their newest event.
+    Previews(Vec<(String, u64)>),
     /// Opens a session and subscribes to its whole journal; replaces the current one.
     Open(Open),
     Send {
@@ -89,7 +92,12 @@ pub enum GoalCall {
 
 #[derive(Debug, Clone)]
 pub enum Open {
-    New(CreateSessionParams),
+    /// Creates the session and sends its first prompt once subscribed, so the prompt is in
+    /// the journal the transcript replays.
+    New {
+        params: CreateSessionParams,
+        prompt: String,
+    },
     Existing(String),
 }
 
@@ -124,6 +132,8 @@ pub enum Reply {
         restarted: bool,
     },
     Sessions(Vec<SessionInfo>),
+    /// Session ids and what the picker shows under them.
+    Previews(Vec<(String, String)>),
     /// The session is open; its events follow, starting with the journal's first.
     Attached(SessionInfo),
     Event(Event),
@@ -463,7 +473,7 @@ async fn daemon_process_alive(options: &ConnectOptions) -> bool {
 
 fn action_of(request: &Request) -> Action {
     match request {
-        Request::ListSessions => Action::ListSessions,
+        Request::ListSessions | Request::Previews(_) => Action::ListSessions,
         Request::Open(_) => Action::Open,
         Request::Send { .. } => Action::Send,
         Request::Cancel { .. } => Action::Cancel,
@@ -489,13 +499,19 @@ fn action_of(request: &Request) -> Action {
 async fn perform(client: &Client, request: Request) -> Result<Done, ClientError> {
     let reply = match request {
         Request::ListSessions => Reply::Sessions(client.list_sessions().await?),
+        Request::Previews(sessions) => Reply::Previews(previews(client, sessions).await),
         Request::Open(open) => {
-            let info = match open {
-                Open::New(params) => client.create_session(&params).await?,
-                Open::Existing(id) => client.get_session(&id).await?,
+            let (info, prompt) = match open {
+                Open::New { params, prompt } => {
+                    (client.create_session(&params).await?, Some(prompt))
+                }
+                Open::Existing(id) => (client.get_session(&id).await?, None),
             };
             // The whole journal, then live events: the transcript is complete on attach.
             let stream = client.subscribe(&info.id, Some(0)).await?;
+            if let Some(prompt) = prompt {
+                client.send(&info.id, &prompt).await?;
+            }
             return Ok(Done::Attached(info, stream));
         }
         Request::Send { session_id, text } => {
@@ -553,6 +569,55 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
         }
     };
     Ok(Done::Reply(reply))
+}
+
+/// Sessions the picker asks a preview of at most; the rest are shown without one.
+pub const PREVIEWS_AT_MOST: usize = 30;
+/// The newest events a preview is looked for in.
+const PREVIEW_EVENTS: u32 = 60;
+
+/// Each session's last answer (or, before one, its last prompt), read from the end of its
+/// journal; a session whose events cannot be read goes without.
+async fn previews(client: &Client, sessions: Vec<(String, u64)>) -> Vec<(String, String)> {
+    let reads =
+        sessions
+            .into_iter()
+            .take(PREVIEWS_AT_MOST)
+            .map(|(session_id, last_seq)| async move {
+                let params = EventsParams {
+                    session_id: session_id.clone(),
+                    since: last_seq.saturating_sub(u64::from(PREVIEW_EVENTS)),
+                    limit: Some(PREVIEW_EVENTS),
+                };
+                let page = client.call::<SessionEvents>(&params).await.ok()?;
+                let line = preview_of(&page.events)?;
+                Some((session_id, line))
+            });
+    futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The first line of the newest answer with text, else of the newest prompt.
+pub fn preview_of(events: &[Event]) -> Option<String> {
+    let first_line = |text: &str| {
+        let line = text.trim().lines().next().unwrap_or_default().trim();
+        (!line.is_empty()).then(|| line.to_owned())
+    };
+    let answer = events.iter().rev().find_map(|event| match &event.kind {
+        EventKind::AssistantMessage { content, .. } => first_line(content),
+        _ => None,
+    });
+    answer.or_else(|| {
+        events.iter().rev().find_map(|event| match &event.kind {
+            EventKind::TurnStarted { prompt, .. } | EventKind::PromptQueued { prompt, .. } => {
+                first_line(prompt).map(|line| format!("› {line}"))
+            }
+            _ => None,
+        })
+    })
 }
 
 fn goal_reply(session_id: String, call: GoalCall, status: GoalStatus) -> Reply {

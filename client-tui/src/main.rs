@@ -212,10 +212,7 @@ fn worth_handling(event: &TermEvent) -> bool {
 }
 
 fn leave(app: &App) -> Exit {
-    match &app.session {
-        Some(session) => Exit::Detached(session.clone()),
-        None => Exit::Quit,
-    }
+    app.leaving()
 }
 
 #[cfg(test)]

@@ -296,6 +296,46 @@ fn session_picker() {
 }
 
 #[test]
+fn session_picker_with_titles_and_previews() {
+    let now = Instant::now();
+    let mut app = App::new(CWD.to_owned(), crate::app::Startup::Choose, None, None);
+    app.on_reply(crate::daemon::Reply::Connected, now);
+    let mut coupons = session("0198bbbbcccc0000", CWD, "add coupons to the checkout");
+    coupons.last_seq = 40;
+    let mut cart = session(
+        "0198a1b2c3d4e5f6",
+        CWD,
+        "why is the cart total off by a cent…",
+    );
+    cart.last_seq = 12;
+    let quiet = session("0198ccccdddd0000", CWD, "shop");
+    app.on_reply(
+        crate::daemon::Reply::Sessions(vec![coupons, cart, quiet]),
+        now,
+    );
+    assert!(
+        matches!(app.outbox.last(), Some(crate::daemon::Request::Previews(wanted)) if wanted.len() == 2),
+        "previews are asked of the sessions with events: {:?}",
+        app.outbox
+    );
+    app.on_reply(
+        crate::daemon::Reply::Previews(vec![
+            (
+                "0198bbbbcccc0000".to_owned(),
+                "Coupons now apply before tax; the tests pass.".to_owned(),
+            ),
+            (
+                "0198a1b2c3d4e5f6".to_owned(),
+                "› why is the cart total off by a cent".to_owned(),
+            ),
+        ]),
+        now,
+    );
+    let terminal = screen(&mut app, now, 100, 14);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
 fn scrolled_up_the_view_stays_put_while_output_streams_and_says_what_is_below() {
     let now = Instant::now();
     let mut app = attached_app(now);

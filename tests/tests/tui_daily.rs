@@ -155,10 +155,10 @@ async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_retu
     let tmux = Tmux::start(&home);
     tmux.type_line(cwcode);
     tmux.wait_for(&["● connected", " CODE "]).await;
-    let session = the_session(&home);
     tmux.type_line("run the echo");
     tmux.wait_for(&["? allow bash", "waiting for your approval"])
         .await;
+    let session = the_session(&home);
 
     // Ctrl+D with the approval prompt up: the program leaves at once, answering nothing.
     tmux.keys(&["C-d"]);
