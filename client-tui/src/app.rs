@@ -159,6 +159,10 @@ pub struct App {
     pub profiles: Vec<ProfileInfo>,
     /// The user's own slash commands, read at start.
     pub custom: CustomCommands,
+    /// The workspace's files, which `@` completes (empty until walked).
+    pub files: Vec<String>,
+    /// What `!command`s printed since the last prompt: it goes with the next one.
+    shell_outputs: VecDeque<String>,
     show_profiles: bool,
     pub status: SessionStatus,
     /// When the running turn started, as seen by this client.
@@ -222,6 +226,8 @@ impl App {
             completion_dismissed: None,
             profiles: Vec::new(),
             custom: CustomCommands::default(),
+            files: Vec::new(),
+            shell_outputs: VecDeque::new(),
             show_profiles: false,
             status: SessionStatus::Idle,
             turn_started: None,
@@ -344,6 +350,9 @@ impl App {
         let text = self.editor.text();
         if self.completion_dismissed.as_deref() == Some(text.as_str()) {
             return Vec::new();
+        }
+        if !text.starts_with('/') {
+            return crate::mentions::complete(&text, &self.files);
         }
         let mut candidates = crate::commands::complete(&text, &self.profiles);
         candidates.extend(self.custom.complete(&text));

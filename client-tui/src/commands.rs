@@ -363,7 +363,7 @@ Keys
   Enter                send the prompt (queued if a turn is running)
   Alt/Shift+Enter      new line (also Ctrl+J); pasted text keeps its lines
   Up / Down            previous / next prompt, from the first / last line
-  Tab                  complete a /command
+  Tab                  complete a /command or an @file
   Shift+Tab            toggle plan ↔ code (/mode yolo runs every tool unasked)
   Esc                  cancel the running turn
   PgUp / PgDn, wheel   scroll; at the bottom the view follows new output
@@ -371,6 +371,10 @@ Keys
   Ctrl+C               clear the input; twice on an empty one quits
   Ctrl+D               detach (on an empty input, or while asked to approve); the session keeps running
   Shift+drag           select text (the wheel belongs to cwcode)
+In a prompt
+  @path                attach a workspace file: its text goes with the prompt (64 KiB at most)
+  !command             run a shell command here (30 s at most); its output is shown and goes
+                       with the next prompt
 Approvals
   y                    run the call
   a                    run it, and allow this tool for the rest of the session

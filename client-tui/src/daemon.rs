@@ -4,6 +4,7 @@
 //! up nothing, resumes a dropped event stream from the last `seq` it delivered, and reconnects
 //! after the daemon went away (a restart, an upgrade) without losing or repeating an event.
 
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,9 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
+use crate::mentions;
+use crate::shell::{self, ShellRun};
+
 /// How often a lost daemon is looked for again.
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 
@@ -32,6 +36,13 @@ pub enum Request {
     Send {
         session_id: String,
         text: String,
+        /// Where `@path` mentions in the text are read from.
+        workspace: String,
+    },
+    /// `!command`, run in `cwd`.
+    Shell {
+        command: String,
+        cwd: String,
     },
     Cancel {
         session_id: String,
@@ -132,6 +143,8 @@ pub enum Reply {
         restarted: bool,
     },
     Sessions(Vec<SessionInfo>),
+    /// A `!command` ended.
+    Shell(ShellRun),
     /// Session ids and what the picker shows under them.
     Previews(Vec<(String, String)>),
     /// The session is open; its events follow, starting with the journal's first.
@@ -475,7 +488,7 @@ fn action_of(request: &Request) -> Action {
     match request {
         Request::ListSessions | Request::Previews(_) => Action::ListSessions,
         Request::Open(_) => Action::Open,
-        Request::Send { .. } => Action::Send,
+        Request::Send { .. } | Request::Shell { .. } => Action::Send,
         Request::Cancel { .. } => Action::Cancel,
         Request::SetMode { .. } => Action::SetMode,
         Request::SetProfile { .. } => Action::SetProfile,
@@ -503,6 +516,7 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
         Request::Open(open) => {
             let (info, prompt) = match open {
                 Open::New { params, prompt } => {
+                    let prompt = with_mentions(prompt, params.cwd.clone()).await;
                     (client.create_session(&params).await?, Some(prompt))
                 }
                 Open::Existing(id) => (client.get_session(&id).await?, None),
@@ -514,10 +528,18 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
             }
             return Ok(Done::Attached(info, stream));
         }
-        Request::Send { session_id, text } => {
+        Request::Send {
+            session_id,
+            text,
+            workspace,
+        } => {
+            let text = with_mentions(text, workspace).await;
             // The events say what became of it (started or queued).
             client.send(&session_id, &text).await?;
             return Ok(Done::Nothing);
+        }
+        Request::Shell { command, cwd } => {
+            Reply::Shell(shell::run(&command, &cwd, shell::TIME_LIMIT).await)
         }
         Request::Cancel { session_id } => {
             Reply::Cancelled(client.cancel(&session_id).await?.cancelled)
@@ -569,6 +591,14 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
         }
     };
     Ok(Done::Reply(reply))
+}
+
+/// The prompt with the files it mentions attached, read off the async workers.
+async fn with_mentions(prompt: String, workspace: String) -> String {
+    let fallback = prompt.clone();
+    tokio::task::spawn_blocking(move || mentions::attach(&prompt, Path::new(&workspace)))
+        .await
+        .unwrap_or(fallback)
 }
 
 /// Sessions the picker asks a preview of at most; the rest are shown without one.

@@ -16,15 +16,17 @@ mod editor;
 mod fixtures;
 mod format;
 mod markdown;
+mod mentions;
 mod picker;
 mod reports;
 mod rewind;
+mod shell;
 mod terminal;
 mod transcript;
 mod ui;
 mod wrap;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -147,6 +149,12 @@ async fn run(args: Args) -> anyhow::Result<Exit> {
         .await
         .context("cannot read the custom commands")?;
 
+    // The files `@` completes: walked off the async workers, there when the walk is done.
+    let walk_root = PathBuf::from(&app.cwd);
+    let mut files = Some(tokio::task::spawn_blocking(move || {
+        mentions::list_files(&walk_root)
+    }));
+
     let mut input = EventStream::new();
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
@@ -190,6 +198,10 @@ async fn run(args: Args) -> anyhow::Result<Exit> {
                 }
                 None => anyhow::bail!("the connection task stopped"),
             },
+            walked = async { files.as_mut()?.await.ok() }, if files.is_some() => {
+                files = None;
+                app.files = walked.unwrap_or_default();
+            }
             _ = clock.tick(), if app.busy() => dirty = true,
             () = tokio::time::sleep_until(next_frame.into()), if dirty => {}
             _ = terminate.recv() => return Ok(leave(&app)),

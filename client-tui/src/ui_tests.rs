@@ -68,6 +68,24 @@ fn streaming_answer() {
 }
 
 #[test]
+fn markdown_table_in_an_answer() {
+    let start = Instant::now();
+    let mut app = attached_app(start);
+    feed(
+        &mut app,
+        start,
+        [
+            started("which coupons apply?"),
+            EventKind::AssistantDelta {
+                text: "Two of them:\n\n| Code | Off | Before tax |\n|------|----:|:----------:|\n| SPRING | 10% | yes |\n| WELCOME5 | 5.00 | no |\n\nBoth are tested.".to_owned(),
+            },
+        ],
+    );
+    let terminal = screen(&mut app, start, 60, 12);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
 fn tool_call_with_diff() {
     let now = Instant::now();
     let mut app = attached_app(now);

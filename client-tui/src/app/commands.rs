@@ -6,13 +6,26 @@ use super::{App, Connection, HintEnd};
 use crate::commands::{self as slash, Command, Input};
 use crate::daemon::{GoalCall, Open, Request};
 use crate::format;
+use crate::shell::ShellRun;
 use crate::transcript::Tone;
 
 pub(super) const CANCELLING: &str = "cancelling the turn…";
+/// The `!command` outputs that go with the next prompt at most; older ones are dropped.
+const SHELL_OUTPUTS_KEPT: usize = 5;
+
+/// The command of a `!command` input: one line after the `!`.
+fn shell_command(text: &str) -> Option<&str> {
+    let command = text.trim().strip_prefix('!')?.trim();
+    (!command.is_empty() && !command.contains('\n')).then_some(command)
+}
 
 impl App {
     pub(super) fn submit(&mut self) {
         let text = self.editor.text();
+        if let Some(command) = shell_command(&text) {
+            self.run_shell(command.to_owned(), &text);
+            return;
+        }
         if let Some((command, arguments)) = self.custom.invocation(&text) {
             let prompt = command.prompt(arguments);
             self.send(prompt, &text);
@@ -212,6 +225,36 @@ impl App {
         self.note(text, Tone::Info);
     }
 
+    /// `!command`: run here in the workspace; the reply shows its output and keeps it for the
+    /// next prompt.
+    fn run_shell(&mut self, command: String, typed: &str) {
+        let cwd = self
+            .session
+            .as_ref()
+            .map_or_else(|| self.cwd.clone(), |session| session.cwd.clone());
+        self.editor.take();
+        self.editor.remember(typed);
+        self.note(format!("! {command}"), Tone::Info);
+        self.outbox.push(Request::Shell { command, cwd });
+    }
+
+    /// A `!command` ended: its output is shown, and goes with the next prompt (only the newest
+    /// few, so a run of commands cannot grow the prompt without end).
+    pub(super) fn on_shell(&mut self, run: &ShellRun) {
+        let output = run.output.trim_end();
+        let shown = if output.is_empty() {
+            format!("({}, no output)", run.outcome)
+        } else {
+            format!("{output}\n({})", run.outcome)
+        };
+        self.note(shown, Tone::Plain);
+        if self.shell_outputs.len() == SHELL_OUTPUTS_KEPT {
+            self.shell_outputs.pop_front();
+        }
+        self.shell_outputs.push_back(run.for_the_model());
+        self.flash = Some("the output goes with your next prompt".to_owned());
+    }
+
     /// Sends `prompt`, typed as `typed` (what the input's history keeps); while the daemon is
     /// away the input keeps it.
     fn send(&mut self, prompt: String, typed: &str) {
@@ -222,11 +265,23 @@ impl App {
             );
             return;
         }
+        if self
+            .draft
+            .as_ref()
+            .is_some_and(|draft| draft.sent.is_some())
+        {
+            self.flash = Some("creating the session…".to_owned());
+            return;
+        }
+        // What `!command`s printed comes first, as what the user looked at before asking.
+        let prompt = if self.shell_outputs.is_empty() {
+            prompt
+        } else {
+            let mut text: Vec<String> = self.shell_outputs.drain(..).collect();
+            text.push(prompt);
+            text.join("\n\n")
+        };
         if let Some(draft) = &mut self.draft {
-            if draft.sent.is_some() {
-                self.flash = Some("creating the session…".to_owned());
-                return;
-            }
             let mut params = draft.params.clone();
             params.title = Some(super::title_from(&prompt));
             draft.sent = Some(typed.to_owned());
@@ -236,9 +291,14 @@ impl App {
             let Some(session_id) = self.session_id() else {
                 return;
             };
+            let workspace = self
+                .session
+                .as_ref()
+                .map_or_else(|| self.cwd.clone(), |session| session.cwd.clone());
             self.outbox.push(Request::Send {
                 session_id,
                 text: prompt,
+                workspace,
             });
         }
         self.editor.take();

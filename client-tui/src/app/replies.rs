@@ -49,6 +49,7 @@ impl App {
                 self.note("reconnected to cwcoded", Tone::Info);
             }
             Reply::Sessions(sessions) => self.on_sessions(&sessions),
+            Reply::Shell(run) => self.on_shell(&run),
             Reply::Previews(previews) => {
                 if let Some(picker) = &mut self.picker {
                     picker.set_previews(previews);

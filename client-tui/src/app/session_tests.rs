@@ -80,7 +80,7 @@ fn the_first_prompt_creates_the_session_titled_from_its_first_line() {
     type_text(&mut app, "thanks", now);
     press(&mut app, KeyCode::Enter, now);
     assert!(
-        matches!(app.outbox.as_slice(), [Request::Send { session_id, text }]
+        matches!(app.outbox.as_slice(), [Request::Send { session_id, text, .. }]
             if session_id == "0198a1b2c3d4e5f6" && text == "thanks"),
         "{:?}",
         app.outbox
@@ -199,4 +199,71 @@ fn init_sends_the_prompt_that_drafts_agents_md() {
         created[0].0.as_deref(),
         Some("Draft an AGENTS.md for this workspace, for coding agents tha…")
     );
+}
+
+#[test]
+fn a_bang_command_runs_here_and_its_output_goes_with_the_next_prompt() {
+    use crate::shell::ShellRun;
+    let now = Instant::now();
+    let mut app = crate::fixtures::attached_app(now);
+    type_text(&mut app, "!cargo test", now);
+    press(&mut app, KeyCode::Enter, now);
+    assert!(
+        matches!(app.outbox.as_slice(), [Request::Shell { command, cwd }]
+            if command == "cargo test" && cwd == CWD),
+        "{:?}",
+        app.outbox
+    );
+    app.outbox.clear();
+    app.on_reply(
+        Reply::Shell(ShellRun {
+            command: "cargo test".to_owned(),
+            output: "test result: FAILED. 1 failed\n".to_owned(),
+            outcome: "exit 101".to_owned(),
+        }),
+        now,
+    );
+    assert!(super::tests::transcript_text(&mut app).contains("test result: FAILED. 1 failed"));
+    assert!(app.outbox.is_empty(), "nothing goes to the model by itself");
+
+    type_text(&mut app, "fix it", now);
+    press(&mut app, KeyCode::Enter, now);
+    let [
+        Request::Send {
+            text, workspace, ..
+        },
+    ] = app.outbox.as_slice()
+    else {
+        panic!("{:?}", app.outbox);
+    };
+    assert_eq!(
+        text,
+        "I ran `cargo test` in the workspace (exit 101):\n```\ntest result: FAILED. 1 failed\n```\n\nfix it"
+    );
+    assert_eq!(workspace, CWD);
+    app.outbox.clear();
+    type_text(&mut app, "and again", now);
+    press(&mut app, KeyCode::Enter, now);
+    assert!(
+        matches!(app.outbox.as_slice(), [Request::Send { text, .. }] if text == "and again"),
+        "the output went once: {:?}",
+        app.outbox
+    );
+}
+
+#[test]
+fn at_completes_a_workspace_file_and_tab_or_enter_takes_it() {
+    let now = Instant::now();
+    let mut app = crate::fixtures::attached_app(now);
+    app.files = vec!["src/cart.rs".to_owned(), "src/main.rs".to_owned()];
+    type_text(&mut app, "why is @car", now);
+    let shown: Vec<String> = app.completions().into_iter().map(|c| c.label).collect();
+    assert_eq!(shown, ["@src/cart.rs"]);
+    press(&mut app, KeyCode::Enter, now);
+    assert_eq!(app.editor.text(), "why is @src/cart.rs ");
+    assert!(
+        app.outbox.is_empty(),
+        "Enter took the file, it did not send"
+    );
+    assert!(app.completions().is_empty());
 }

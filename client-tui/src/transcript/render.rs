@@ -14,6 +14,8 @@ use crate::wrap::{self, sanitize, wrap_line};
 /// Lines of a finished tool's result shown before it is collapsed.
 pub(super) const RESULT_LINES: usize = 6;
 /// Lines of a running tool's streamed output shown (its tail).
+/// The lines of a prompt shown before the rest is folded.
+const PROMPT_LINES: usize = 12;
 const STREAM_TAIL: usize = 5;
 /// Lines of reasoning shown while it streams (its tail).
 const REASONING_TAIL: usize = 4;
@@ -53,15 +55,29 @@ pub(super) fn render(
         Kind::Prompt(text) => {
             let text = sanitize(text);
             let bold = Style::new().add_modifier(Modifier::BOLD);
-            for (index, line) in text.trim_end().split('\n').enumerate() {
+            let lines: Vec<&str> = text.trim_end().split('\n').collect();
+            // An attached file or a command's output makes a long prompt: its head is enough.
+            let shown = if expanded {
+                lines.len()
+            } else {
+                lines.len().min(PROMPT_LINES)
+            };
+            for (index, line) in lines.iter().take(shown).enumerate() {
                 let marker = if index == 0 { "› " } else { "  " };
                 let line = Line::from(vec![
                     Span::styled(
                         marker,
                         Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
                     ),
-                    Span::styled(line.to_owned(), bold),
+                    Span::styled((*line).to_owned(), bold),
                 ]);
+                out.extend(wrap_line(line, width, 2));
+            }
+            if shown < lines.len() {
+                let line = Line::styled(
+                    format!("  … +{} lines · ctrl+o to show", lines.len() - shown),
+                    DIM,
+                );
                 out.extend(wrap_line(line, width, 2));
             }
         }
