@@ -15,6 +15,7 @@ mod editor;
 #[cfg(test)]
 mod fixtures;
 mod format;
+mod highlight;
 mod markdown;
 mod mentions;
 mod picker;
@@ -154,6 +155,9 @@ async fn run(args: Args) -> anyhow::Result<Exit> {
     let mut files = Some(tokio::task::spawn_blocking(move || {
         mentions::list_files(&walk_root)
     }));
+
+    // The grammars unpack while the daemon task connects, before the first code block.
+    tokio::task::spawn_blocking(highlight::warm_up);
 
     let mut input = EventStream::new();
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;

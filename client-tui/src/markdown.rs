@@ -4,10 +4,11 @@
 //! every frame an answer grows, so a half-streamed answer (an unclosed fence, a list being
 //! written) must look right too; pulldown-cmark treats an unclosed fence as running to the end.
 
-use pulldown_cmark::{Alignment, Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
+use crate::highlight;
 use crate::wrap::{self, sanitize};
 
 pub const CODE_STYLE: Style = Style::new().fg(Color::LightYellow);
@@ -44,6 +45,8 @@ struct Renderer {
     marker: Option<String>,
     /// Inside a fenced or indented code block: the text gathered so far.
     code: Option<String>,
+    /// The fence's info string (`rust`), which picks the colours.
+    code_language: String,
     link: Option<String>,
     /// A blank line is due before the next block.
     gap: bool,
@@ -73,6 +76,7 @@ impl Renderer {
             item_indents: Vec::new(),
             marker: None,
             code: None,
+            code_language: String::new(),
             link: None,
             gap: false,
             table: None,
@@ -165,9 +169,13 @@ impl Renderer {
                 self.quote_depth += 1;
                 self.push_style(Style::new().add_modifier(Modifier::ITALIC));
             }
-            Tag::CodeBlock(_) => {
+            Tag::CodeBlock(kind) => {
                 self.start_block();
                 self.code = Some(String::new());
+                self.code_language = match kind {
+                    CodeBlockKind::Fenced(info) => info.to_string(),
+                    CodeBlockKind::Indented => String::new(),
+                };
             }
             Tag::List(start) => {
                 if self.lists.is_empty() {
@@ -240,11 +248,18 @@ impl Renderer {
             TagEnd::CodeBlock => {
                 let code = self.code.take().unwrap_or_default();
                 let code = code.strip_suffix('\n').unwrap_or(&code);
-                for line in code.split('\n') {
-                    let line = self.prefixed(vec![
-                        Span::styled("│ ", GUTTER_STYLE),
-                        Span::styled(line.to_owned(), CODE_STYLE),
-                    ]);
+                let coloured = highlight::code_block(code, &self.code_language);
+                for (index, line) in code.split('\n').enumerate() {
+                    let mut spans = vec![Span::styled("│ ", GUTTER_STYLE)];
+                    match coloured.as_ref().and_then(|lines| lines.get(index)) {
+                        Some(pieces) => spans.extend(
+                            pieces
+                                .iter()
+                                .map(|(style, text)| Span::styled(text.clone(), *style)),
+                        ),
+                        None => spans.push(Span::styled(line.to_owned(), CODE_STYLE)),
+                    }
+                    let line = self.prefixed(spans);
                     let hang = self.indent() + 2;
                     self.out.extend(wrap::wrap_line(line, self.width, hang));
                 }
@@ -470,8 +485,12 @@ mod tests {
                 "Done."
             ]
         );
+        // A fence in a known language is coloured; one without is in the code colour.
         let lines = render(text, 40);
-        assert_eq!(lines[3].spans[1].style, CODE_STYLE);
+        assert_eq!(lines[2].spans[1].content, "fn");
+        assert_eq!(lines[2].spans[1].style.fg, Some(Color::Blue));
+        let lines = render("```\nfn main() {}\n```", 40);
+        assert_eq!(lines[0].spans[1].style, CODE_STYLE);
     }
 
     #[test]

@@ -68,6 +68,25 @@ fn streaming_answer() {
 }
 
 #[test]
+fn highlighted_code_block() {
+    let start = Instant::now();
+    let mut app = attached_app(start);
+    feed(
+        &mut app,
+        start,
+        [
+            started("show me"),
+            EventKind::AssistantDelta {
+                text: "```rust\n// the total\nfn total(n: u32) -> u32 {\n    n + \"1\".len() as u32\n}\n```".to_owned(),
+            },
+        ],
+    );
+    let terminal = screen(&mut app, start, 40, 9);
+    // The buffer's Debug form lists the colours of every run of cells.
+    insta::assert_snapshot!(format!("{:?}", terminal.backend().buffer()));
+}
+
+#[test]
 fn markdown_table_in_an_answer() {
     let start = Instant::now();
     let mut app = attached_app(start);

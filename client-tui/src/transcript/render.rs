@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{Approval, Kind, Tone, ToolEntry};
 use crate::diff::{self, Diff, DiffLine};
 use crate::format::{outcome_word, percent, shorten, tokens};
+use crate::highlight;
 use crate::markdown;
 use crate::wrap::{self, sanitize, wrap_line};
 
@@ -321,6 +322,22 @@ fn collapsed(lines: &[String], limit: usize, style: Style) -> Vec<Line<'static>>
     out
 }
 
+/// A diff's new line after its gutter, coloured as its file's language: the green `+` gutter
+/// says it is new, the colours say what it is (removed lines stay red, context dim). Without a
+/// known language it keeps the gutter's colour.
+fn coloured_line(gutter: Span<'static>, text: &str, path: &str, plain: Style) -> Line<'static> {
+    let mut spans = vec![gutter];
+    match highlight::file_line(text, path) {
+        Some(pieces) => spans.extend(
+            pieces
+                .into_iter()
+                .map(|(style, piece)| Span::styled(piece, style)),
+        ),
+        None => spans.push(Span::styled(text.to_owned(), plain)),
+    }
+    Line::from(spans)
+}
+
 fn diff_lines(diff: &Diff, limit: usize) -> Vec<Line<'static>> {
     let number_width = diff
         .lines
@@ -348,7 +365,8 @@ fn diff_lines(diff: &Diff, limit: usize) -> Vec<Line<'static>> {
                 Line::styled(format!("{}- {}", number(n), sanitize(text)), REMOVED)
             }
             DiffLine::Added(n, text) => {
-                Line::styled(format!("{}+ {}", number(n), sanitize(text)), ADDED)
+                let gutter = Span::styled(format!("{}+ ", number(n)), ADDED);
+                coloured_line(gutter, &sanitize(text), &diff.path, ADDED)
             }
             DiffLine::Gap => Line::styled("⋯", DIM),
             DiffLine::Note(text) => Line::styled(text.clone(), REASONING),
