@@ -26,6 +26,8 @@ mod daily_tests;
 mod keys;
 mod replies;
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;
 
 /// How the program was asked to find its session.
@@ -132,6 +134,25 @@ fn compact_count(count: u64) -> String {
     }
 }
 
+/// A session to be created at the first prompt.
+#[derive(Debug, Clone)]
+struct Draft {
+    params: CreateSessionParams,
+    /// The first prompt, as typed, once it went to the daemon with the request to create the
+    /// session: it returns to the input if that fails.
+    sent: Option<String>,
+}
+
+/// A session's title: its first prompt's first line, shortened (as `cwcode-cli run` does).
+pub fn title_from(prompt: &str) -> String {
+    const LONGEST: usize = 60;
+    let line = prompt.trim().lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(LONGEST) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
 /// A state a status-line hint describes; the hint goes when the state does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HintEnd {
@@ -150,6 +171,9 @@ pub struct App {
     pub phase: Phase,
     pub connection: Connection,
     pub session: Option<SessionInfo>,
+    /// A new session not created yet (`session` holds what it will be): it is created, titled
+    /// from the prompt, when the first prompt is sent, so leaving before that leaves nothing.
+    draft: Option<Draft>,
     /// The mode last asked of the daemon, and how many of those requests are unanswered: while
     /// any is, a further Shift+Tab moves on from it, not from the mode the session had.
     requested_mode: Mode,
@@ -167,6 +191,10 @@ pub struct App {
     pub profiles: Vec<ProfileInfo>,
     /// The user's own slash commands, read at start.
     pub custom: CustomCommands,
+    /// The workspace's files, which `@` completes (empty until walked).
+    pub files: Vec<String>,
+    /// What `!command`s printed since the last prompt: it goes with the next one.
+    shell_outputs: VecDeque<String>,
     show_profiles: bool,
     pub status: SessionStatus,
     /// When the running turn started, as seen by this client.
@@ -217,6 +245,7 @@ impl App {
             phase: Phase::Connecting,
             connection: Connection::Connecting,
             session: None,
+            draft: None,
             requested_mode: Mode::Code,
             mode_requests: 0,
             transcript: Transcript::default(),
@@ -229,6 +258,8 @@ impl App {
             completion_dismissed: None,
             profiles: Vec::new(),
             custom: CustomCommands::default(),
+            files: Vec::new(),
+            shell_outputs: VecDeque::new(),
             show_profiles: false,
             status: SessionStatus::Idle,
             turn_started: None,
@@ -253,8 +284,25 @@ impl App {
         }
     }
 
+    /// The session the daemon knows; `None` while there is only a draft.
     fn session_id(&self) -> Option<String> {
+        if self.draft.is_some() {
+            return None;
+        }
         self.session.as_ref().map(|session| session.id.clone())
+    }
+
+    /// Whether the session shown exists only here, until its first prompt.
+    pub fn is_draft(&self) -> bool {
+        self.draft.is_some()
+    }
+
+    /// How leaving ends: a session that exists keeps running, a draft is simply dropped.
+    pub fn leaving(&self) -> Exit {
+        match &self.session {
+            Some(session) if self.draft.is_none() => Exit::Detached(session.clone()),
+            _ => Exit::Quit,
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -275,6 +323,13 @@ impl App {
 
     /// Asks the daemon for `mode`, remembered until every such request is answered.
     fn request_mode(&mut self, mode: Mode) {
+        if let Some(draft) = &mut self.draft {
+            draft.params.mode = Some(mode);
+            if let Some(session) = &mut self.session {
+                session.mode = mode;
+            }
+            return;
+        }
         let Some(session_id) = self.session_id() else {
             return;
         };
@@ -327,6 +382,9 @@ impl App {
         let text = self.editor.text();
         if self.completion_dismissed.as_deref() == Some(text.as_str()) {
             return Vec::new();
+        }
+        if !text.starts_with('/') {
+            return crate::mentions::complete(&text, &self.files);
         }
         let mut candidates = crate::commands::complete(&text, &self.profiles);
         candidates.extend(self.custom.complete(&text));

@@ -34,6 +34,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         about: "list the provider profiles, or switch to one",
     },
     CommandSpec {
+        name: "init",
+        args: "[NOTES]",
+        about: "have the model draft an AGENTS.md for this workspace",
+    },
+    CommandSpec {
         name: "rewind",
         args: "[N|undo]",
         about: "put files and history back to before a prompt",
@@ -106,6 +111,8 @@ pub enum Command {
     Model,
     /// `/model NAME`: switches the session to that profile.
     SetProfile(String),
+    /// `/init [NOTES]`: the prompt that drafts AGENTS.md, with what the user added.
+    Init(String),
     /// `/rewind`: the picker of checkpoints.
     Checkpoints,
     /// `/rewind N`.
@@ -173,6 +180,7 @@ pub fn parse_input(text: &str) -> Input {
                 )),
             },
         },
+        "init" => Command::Init(argument.to_owned()),
         "compact" => Command::Compact,
         "cache" => Command::Cache,
         "cost" => Command::Cost,
@@ -187,6 +195,33 @@ pub fn parse_input(text: &str) -> Input {
             "unknown command /{name}: /help lists them (start a prompt with // to send a leading /)"
         )),
     })
+}
+
+/// What `/init` asks. The daemon reads AGENTS.md into every new session, so what the model
+/// writes here is what later sessions start from: short and checked beats long and guessed.
+const INIT_PROMPT: &str = "Draft an AGENTS.md for this workspace, for coding agents that start \
+work here.
+
+Look before you write: list the files, read the build manifests (Cargo.toml, package.json, \
+pyproject.toml, Makefile, CI workflows…) and the README, and skim a few source files. Then \
+write AGENTS.md at the workspace root with:
+- how to build, test (the whole suite and a single test), lint and format, as exact commands;
+- the layout: the main directories and what each holds, in a line each;
+- the conventions the code follows (naming, error handling, tests, commit style) that are not \
+obvious from one file.
+
+Keep it concise (well under 100 lines), state only what you checked, and leave out generic \
+advice. If an AGENTS.md exists already, improve it instead of starting over, keeping what is \
+still true.";
+
+/// The prompt `/init` sends, with the user's own notes after it.
+pub fn init_prompt(notes: &str) -> String {
+    let notes = notes.trim();
+    if notes.is_empty() {
+        INIT_PROMPT.to_owned()
+    } else {
+        format!("{INIT_PROMPT}\n\nAlso, from the user: {notes}")
+    }
 }
 
 /// Whether `/name` is a built-in command, under its name or another (`/clear`, `/q`).
@@ -328,7 +363,7 @@ Keys
   Enter                send the prompt (queued if a turn is running)
   Alt/Shift+Enter      new line (also Ctrl+J); pasted text keeps its lines
   Up / Down            previous / next prompt, from the first / last line
-  Tab                  complete a /command
+  Tab                  complete a /command or an @file
   Shift+Tab            toggle plan ↔ code (/mode yolo runs every tool unasked)
   Esc                  cancel the running turn
   PgUp / PgDn, wheel   scroll; at the bottom the view follows new output
@@ -336,6 +371,10 @@ Keys
   Ctrl+C               clear the input; twice on an empty one quits
   Ctrl+D               detach (on an empty input, or while asked to approve); the session keeps running
   Shift+drag           select text (the wheel belongs to cwcode)
+In a prompt
+  @path                attach a workspace file: its text goes with the prompt (64 KiB at most)
+  !command             run a shell command here (30 s at most); its output is shown and goes
+                       with the next prompt
 Approvals
   y                    run the call
   a                    run it, and allow this tool for the rest of the session

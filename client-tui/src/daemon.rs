@@ -4,19 +4,24 @@
 //! up nothing, resumes a dropped event stream from the last `seq` it delivered, and reconnects
 //! after the daemon went away (a restart, an upgrade) without losing or repeating an event.
 
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cwcode_protocol::client::EventStream;
+use cwcode_protocol::methods::SessionEvents;
 use cwcode_protocol::{
     ApprovalRespondParams, CacheReport, CheckpointInfo, Client, ClientError, ConnectOptions,
-    CostReport, CreateSessionParams, Event, EventKind, GoalStartParams, GoalStatus, Mode,
-    ProfileInfo, RewindResult, SessionInfo,
+    CostReport, CreateSessionParams, Event, EventKind, EventsParams, GoalStartParams, GoalStatus,
+    Mode, ProfileInfo, RewindResult, SessionInfo,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+
+use crate::mentions;
+use crate::shell::{self, ShellRun};
 
 /// How often a lost daemon is looked for again.
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
@@ -24,11 +29,20 @@ const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub enum Request {
     ListSessions,
+    /// A line about each session for the picker: ids and the `seq` of their newest event.
+    Previews(Vec<(String, u64)>),
     /// Opens a session and subscribes to its whole journal; replaces the current one.
     Open(Open),
     Send {
         session_id: String,
         text: String,
+        /// Where `@path` mentions in the text are read from.
+        workspace: String,
+    },
+    /// `!command`, run in `cwd`.
+    Shell {
+        command: String,
+        cwd: String,
     },
     Cancel {
         session_id: String,
@@ -89,7 +103,12 @@ pub enum GoalCall {
 
 #[derive(Debug, Clone)]
 pub enum Open {
-    New(CreateSessionParams),
+    /// Creates the session and sends its first prompt once subscribed, so the prompt is in
+    /// the journal the transcript replays.
+    New {
+        params: CreateSessionParams,
+        prompt: String,
+    },
     Existing(String),
 }
 
@@ -124,6 +143,10 @@ pub enum Reply {
         restarted: bool,
     },
     Sessions(Vec<SessionInfo>),
+    /// A `!command` ended.
+    Shell(ShellRun),
+    /// Session ids and what the picker shows under them.
+    Previews(Vec<(String, String)>),
     /// The session is open; its events follow, starting with the journal's first.
     Attached(SessionInfo),
     Event(Event),
@@ -463,9 +486,9 @@ async fn daemon_process_alive(options: &ConnectOptions) -> bool {
 
 fn action_of(request: &Request) -> Action {
     match request {
-        Request::ListSessions => Action::ListSessions,
+        Request::ListSessions | Request::Previews(_) => Action::ListSessions,
         Request::Open(_) => Action::Open,
-        Request::Send { .. } => Action::Send,
+        Request::Send { .. } | Request::Shell { .. } => Action::Send,
         Request::Cancel { .. } => Action::Cancel,
         Request::SetMode { .. } => Action::SetMode,
         Request::SetProfile { .. } => Action::SetProfile,
@@ -489,19 +512,34 @@ fn action_of(request: &Request) -> Action {
 async fn perform(client: &Client, request: Request) -> Result<Done, ClientError> {
     let reply = match request {
         Request::ListSessions => Reply::Sessions(client.list_sessions().await?),
+        Request::Previews(sessions) => Reply::Previews(previews(client, sessions).await),
         Request::Open(open) => {
-            let info = match open {
-                Open::New(params) => client.create_session(&params).await?,
-                Open::Existing(id) => client.get_session(&id).await?,
+            let (info, prompt) = match open {
+                Open::New { params, prompt } => {
+                    let prompt = with_mentions(prompt, params.cwd.clone()).await;
+                    (client.create_session(&params).await?, Some(prompt))
+                }
+                Open::Existing(id) => (client.get_session(&id).await?, None),
             };
             // The whole journal, then live events: the transcript is complete on attach.
             let stream = client.subscribe(&info.id, Some(0)).await?;
+            if let Some(prompt) = prompt {
+                client.send(&info.id, &prompt).await?;
+            }
             return Ok(Done::Attached(info, stream));
         }
-        Request::Send { session_id, text } => {
+        Request::Send {
+            session_id,
+            text,
+            workspace,
+        } => {
+            let text = with_mentions(text, workspace).await;
             // The events say what became of it (started or queued).
             client.send(&session_id, &text).await?;
             return Ok(Done::Nothing);
+        }
+        Request::Shell { command, cwd } => {
+            Reply::Shell(shell::run(&command, &cwd, shell::TIME_LIMIT).await)
         }
         Request::Cancel { session_id } => {
             Reply::Cancelled(client.cancel(&session_id).await?.cancelled)
@@ -553,6 +591,63 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
         }
     };
     Ok(Done::Reply(reply))
+}
+
+/// The prompt with the files it mentions attached, read off the async workers.
+async fn with_mentions(prompt: String, workspace: String) -> String {
+    let fallback = prompt.clone();
+    tokio::task::spawn_blocking(move || mentions::attach(&prompt, Path::new(&workspace)))
+        .await
+        .unwrap_or(fallback)
+}
+
+/// Sessions the picker asks a preview of at most; the rest are shown without one.
+pub const PREVIEWS_AT_MOST: usize = 30;
+/// The newest events a preview is looked for in.
+const PREVIEW_EVENTS: u32 = 60;
+
+/// Each session's last answer (or, before one, its last prompt), read from the end of its
+/// journal; a session whose events cannot be read goes without.
+async fn previews(client: &Client, sessions: Vec<(String, u64)>) -> Vec<(String, String)> {
+    let reads =
+        sessions
+            .into_iter()
+            .take(PREVIEWS_AT_MOST)
+            .map(|(session_id, last_seq)| async move {
+                let params = EventsParams {
+                    session_id: session_id.clone(),
+                    since: last_seq.saturating_sub(u64::from(PREVIEW_EVENTS)),
+                    limit: Some(PREVIEW_EVENTS),
+                };
+                let page = client.call::<SessionEvents>(&params).await.ok()?;
+                let line = preview_of(&page.events)?;
+                Some((session_id, line))
+            });
+    futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The first line of the newest answer with text, else of the newest prompt.
+pub fn preview_of(events: &[Event]) -> Option<String> {
+    let first_line = |text: &str| {
+        let line = text.trim().lines().next().unwrap_or_default().trim();
+        (!line.is_empty()).then(|| line.to_owned())
+    };
+    let answer = events.iter().rev().find_map(|event| match &event.kind {
+        EventKind::AssistantMessage { content, .. } => first_line(content),
+        _ => None,
+    });
+    answer.or_else(|| {
+        events.iter().rev().find_map(|event| match &event.kind {
+            EventKind::TurnStarted { prompt, .. } | EventKind::PromptQueued { prompt, .. } => {
+                first_line(prompt).map(|line| format!("› {line}"))
+            }
+            _ => None,
+        })
+    })
 }
 
 fn goal_reply(session_id: String, call: GoalCall, status: GoalStatus) -> Reply {

@@ -26,13 +26,15 @@ pub enum DiffLine {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diff {
+    /// The file edited, whose language colours the lines.
+    pub path: String,
     pub lines: Vec<DiffLine>,
     pub added: usize,
     pub removed: usize,
 }
 
 impl Diff {
-    fn new(lines: Vec<DiffLine>) -> Self {
+    fn new(path: &str, lines: Vec<DiffLine>) -> Self {
         let added = lines
             .iter()
             .filter(|line| matches!(line, DiffLine::Added(..)))
@@ -42,6 +44,7 @@ impl Diff {
             .filter(|line| matches!(line, DiffLine::Removed(..)))
             .count();
         Self {
+            path: path.to_owned(),
             lines,
             added,
             removed,
@@ -161,7 +164,7 @@ pub fn for_call(tool: &str, arguments: &str, views: &FileViews) -> Option<Diff> 
         "write_file" => write_file(args["content"].as_str()?, view),
         _ => return None,
     };
-    Some(Diff::new(lines))
+    Some(Diff::new(path, lines))
 }
 
 fn edit_file(args: &Value, view: Option<&FileView>) -> Option<Vec<DiffLine>> {

@@ -15,16 +15,19 @@ mod editor;
 #[cfg(test)]
 mod fixtures;
 mod format;
+mod highlight;
 mod markdown;
+mod mentions;
 mod picker;
 mod reports;
 mod rewind;
+mod shell;
 mod terminal;
 mod transcript;
 mod ui;
 mod wrap;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -147,6 +150,15 @@ async fn run(args: Args) -> anyhow::Result<Exit> {
         .await
         .context("cannot read the custom commands")?;
 
+    // The files `@` completes: walked off the async workers, there when the walk is done.
+    let walk_root = PathBuf::from(&app.cwd);
+    let mut files = Some(tokio::task::spawn_blocking(move || {
+        mentions::list_files(&walk_root)
+    }));
+
+    // The grammars unpack while the daemon task connects, before the first code block.
+    tokio::task::spawn_blocking(highlight::warm_up);
+
     let mut input = EventStream::new();
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
@@ -190,6 +202,10 @@ async fn run(args: Args) -> anyhow::Result<Exit> {
                 }
                 None => anyhow::bail!("the connection task stopped"),
             },
+            walked = async { files.as_mut()?.await.ok() }, if files.is_some() => {
+                files = None;
+                app.files = walked.unwrap_or_default();
+            }
             _ = clock.tick(), if app.busy() => dirty = true,
             () = tokio::time::sleep_until(next_frame.into()), if dirty => {}
             _ = terminate.recv() => return Ok(leave(&app)),
@@ -212,10 +228,7 @@ fn worth_handling(event: &TermEvent) -> bool {
 }
 
 fn leave(app: &App) -> Exit {
-    match &app.session {
-        Some(session) => Exit::Detached(session.clone()),
-        None => Exit::Quit,
-    }
+    app.leaving()
 }
 
 #[cfg(test)]

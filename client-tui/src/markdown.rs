@@ -1,12 +1,14 @@
 //! The model's Markdown as terminal lines: headings, emphasis, inline code, fenced code blocks,
-//! lists (nested, numbered, task lists), block quotes, links and rules. It is rendered again on
+//! lists (nested, numbered, task lists), block quotes, links, rules and tables (drawn as a grid
+//! that fits the width, cells cut with `…` when it cannot). It is rendered again on
 //! every frame an answer grows, so a half-streamed answer (an unclosed fence, a list being
 //! written) must look right too; pulldown-cmark treats an unclosed fence as running to the end.
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
+use crate::highlight;
 use crate::wrap::{self, sanitize};
 
 pub const CODE_STYLE: Style = Style::new().fg(Color::LightYellow);
@@ -20,7 +22,8 @@ const RULE_WIDTH: usize = 40;
 /// Renders `text` wrapped to `width` columns.
 pub fn render(text: &str, width: usize) -> Vec<Line<'static>> {
     let text = sanitize(text);
-    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS | Options::ENABLE_TABLES;
     let mut renderer = Renderer::new(width);
     for event in Parser::new_ext(&text, options) {
         renderer.event(event);
@@ -42,10 +45,24 @@ struct Renderer {
     marker: Option<String>,
     /// Inside a fenced or indented code block: the text gathered so far.
     code: Option<String>,
+    /// The fence's info string (`rust`), which picks the colours.
+    code_language: String,
     link: Option<String>,
     /// A blank line is due before the next block.
     gap: bool,
+    /// Inside a table: its cells so far.
+    table: Option<Table>,
 }
+
+/// A table being read: each cell's spans, row by row, the header row first.
+struct Table {
+    alignments: Vec<Alignment>,
+    rows: Vec<Vec<Vec<Span<'static>>>>,
+}
+
+/// The narrowest a column is cut to when the table does not fit.
+const NARROWEST_COLUMN: usize = 3;
+const COLUMN_SEPARATOR: &str = " │ ";
 
 impl Renderer {
     fn new(width: usize) -> Self {
@@ -59,8 +76,10 @@ impl Renderer {
             item_indents: Vec::new(),
             marker: None,
             code: None,
+            code_language: String::new(),
             link: None,
             gap: false,
+            table: None,
         }
     }
 
@@ -150,9 +169,13 @@ impl Renderer {
                 self.quote_depth += 1;
                 self.push_style(Style::new().add_modifier(Modifier::ITALIC));
             }
-            Tag::CodeBlock(_) => {
+            Tag::CodeBlock(kind) => {
                 self.start_block();
                 self.code = Some(String::new());
+                self.code_language = match kind {
+                    CodeBlockKind::Fenced(info) => info.to_string(),
+                    CodeBlockKind::Indented => String::new(),
+                };
             }
             Tag::List(start) => {
                 if self.lists.is_empty() {
@@ -184,7 +207,26 @@ impl Renderer {
                 self.link = Some(dest_url.to_string());
                 self.push_style(LINK_STYLE);
             }
+            Tag::Table(alignments) => {
+                self.start_block();
+                self.table = Some(Table {
+                    alignments,
+                    rows: Vec::new(),
+                });
+            }
+            Tag::TableHead => {
+                self.push_style(Style::new().add_modifier(Modifier::BOLD));
+                self.start_row();
+            }
+            Tag::TableRow => self.start_row(),
+            Tag::TableCell => self.spans.clear(),
             _ => {}
+        }
+    }
+
+    fn start_row(&mut self) {
+        if let Some(table) = &mut self.table {
+            table.rows.push(Vec::new());
         }
     }
 
@@ -206,11 +248,18 @@ impl Renderer {
             TagEnd::CodeBlock => {
                 let code = self.code.take().unwrap_or_default();
                 let code = code.strip_suffix('\n').unwrap_or(&code);
-                for line in code.split('\n') {
-                    let line = self.prefixed(vec![
-                        Span::styled("│ ", GUTTER_STYLE),
-                        Span::styled(line.to_owned(), CODE_STYLE),
-                    ]);
+                let coloured = highlight::code_block(code, &self.code_language);
+                for (index, line) in code.split('\n').enumerate() {
+                    let mut spans = vec![Span::styled("│ ", GUTTER_STYLE)];
+                    match coloured.as_ref().and_then(|lines| lines.get(index)) {
+                        Some(pieces) => spans.extend(
+                            pieces
+                                .iter()
+                                .map(|(style, text)| Span::styled(text.clone(), *style)),
+                        ),
+                        None => spans.push(Span::styled(line.to_owned(), CODE_STYLE)),
+                    }
+                    let line = self.prefixed(spans);
                     let hang = self.indent() + 2;
                     self.out.extend(wrap::wrap_line(line, self.width, hang));
                 }
@@ -229,6 +278,19 @@ impl Renderer {
                 self.marker = None;
             }
             TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough => self.pop_style(),
+            TagEnd::TableHead => self.pop_style(),
+            TagEnd::TableCell => {
+                let cell = std::mem::take(&mut self.spans);
+                if let Some(row) = self.table.as_mut().and_then(|table| table.rows.last_mut()) {
+                    row.push(cell);
+                }
+            }
+            TagEnd::Table => {
+                if let Some(table) = self.table.take() {
+                    self.draw_table(&table);
+                }
+                self.gap = true;
+            }
             TagEnd::Link => {
                 self.pop_style();
                 if let Some(url) = self.link.take() {
@@ -240,6 +302,55 @@ impl Renderer {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The table as a grid: columns as wide as their widest cell, narrowed (widest first) until
+    /// the table fits, the header underlined by a rule.
+    fn draw_table(&mut self, table: &Table) {
+        let columns = table.rows.iter().map(Vec::len).max().unwrap_or(0);
+        if columns == 0 {
+            return;
+        }
+        let mut widths = vec![0; columns];
+        for row in &table.rows {
+            for (column, cell) in row.iter().enumerate() {
+                widths[column] = widths[column].max(spans_width(cell));
+            }
+        }
+        let separators = wrap::width(COLUMN_SEPARATOR) * (columns - 1);
+        let room = self.width.saturating_sub(self.indent() + separators);
+        while widths.iter().sum::<usize>() > room {
+            let Some(widest) = widths
+                .iter_mut()
+                .filter(|width| **width > NARROWEST_COLUMN)
+                .max_by_key(|width| **width)
+            else {
+                break;
+            };
+            *widest -= 1;
+        }
+        for (index, row) in table.rows.iter().enumerate() {
+            let mut spans = Vec::new();
+            for (column, width) in widths.iter().enumerate() {
+                if column > 0 {
+                    spans.push(Span::styled(COLUMN_SEPARATOR, GUTTER_STYLE));
+                }
+                let cell = row.get(column).map_or(&[][..], Vec::as_slice);
+                let align = table
+                    .alignments
+                    .get(column)
+                    .copied()
+                    .unwrap_or(Alignment::None);
+                spans.extend(fit(cell, *width, align));
+            }
+            let line = self.prefixed(spans);
+            self.out.push(line);
+            if index == 0 {
+                let rule: Vec<String> = widths.iter().map(|width| "─".repeat(*width)).collect();
+                let line = self.prefixed(vec![Span::styled(rule.join("─┼─"), GUTTER_STYLE)]);
+                self.out.push(line);
+            }
         }
     }
 
@@ -288,6 +399,52 @@ impl Renderer {
     }
 }
 
+fn spans_width(spans: &[Span<'_>]) -> usize {
+    spans.iter().map(|span| wrap::width(&span.content)).sum()
+}
+
+/// A cell's spans in exactly `width` columns: padded as the column is aligned, or cut with `…`.
+fn fit(cell: &[Span<'static>], width: usize, align: Alignment) -> Vec<Span<'static>> {
+    let used = spans_width(cell);
+    if used > width {
+        let mut out = Vec::new();
+        let mut left = width.saturating_sub(1);
+        for span in cell {
+            let mut kept = String::new();
+            for c in span.content.chars() {
+                let c_width = wrap::width(c.encode_utf8(&mut [0; 4]));
+                if c_width > left {
+                    break;
+                }
+                left -= c_width;
+                kept.push(c);
+            }
+            let full = kept.len() == span.content.len();
+            out.push(Span::styled(kept, span.style));
+            if !full {
+                break;
+            }
+        }
+        out.push(Span::styled(format!("{}…", " ".repeat(left)), GUTTER_STYLE));
+        return out;
+    }
+    let spare = width - used;
+    let (before, after) = match align {
+        Alignment::Right => (spare, 0),
+        Alignment::Center => (spare / 2, spare - spare / 2),
+        Alignment::Left | Alignment::None => (0, spare),
+    };
+    let mut out = Vec::with_capacity(cell.len() + 2);
+    if before > 0 {
+        out.push(Span::raw(" ".repeat(before)));
+    }
+    out.extend(cell.iter().cloned());
+    if after > 0 {
+        out.push(Span::raw(" ".repeat(after)));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,8 +485,12 @@ mod tests {
                 "Done."
             ]
         );
+        // A fence in a known language is coloured; one without is in the code colour.
         let lines = render(text, 40);
-        assert_eq!(lines[3].spans[1].style, CODE_STYLE);
+        assert_eq!(lines[2].spans[1].content, "fn");
+        assert_eq!(lines[2].spans[1].style.fg, Some(Color::Blue));
+        let lines = render("```\nfn main() {}\n```", 40);
+        assert_eq!(lines[0].spans[1].style, CODE_STYLE);
     }
 
     #[test]
@@ -385,5 +546,35 @@ mod tests {
             .find(|span| span.content == "code")
             .unwrap();
         assert_eq!(code.style, INLINE_CODE_STYLE);
+    }
+
+    #[test]
+    fn tables_are_drawn_as_a_grid_with_aligned_columns() {
+        let text = "Prices:\n\n| Item | Price | Note |\n|:-----|------:|:----:|\n| apple | 1.20 | ok |\n| watermelon | 12.00 | heavy |\n\nDone.";
+        assert_eq!(
+            plain(text, 60),
+            [
+                "Prices:",
+                "",
+                "Item       │ Price │ Note ",
+                "───────────┼───────┼──────",
+                "apple      │  1.20 │  ok  ",
+                "watermelon │ 12.00 │ heavy",
+                "",
+                "Done.",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_wider_than_the_screen_cuts_its_widest_cells() {
+        let text =
+            "| name | what it does |\n|---|---|\n| a | a very long description of the thing |";
+        let lines = plain(text, 24);
+        assert!(
+            lines.iter().all(|line| wrap::width(line) <= 24),
+            "{lines:#?}"
+        );
+        assert_eq!(lines[2], "a    │ a very long desc…");
     }
 }

@@ -2,6 +2,8 @@
 //! the others; typing filters by id, title or directory, and an id that matches nothing listed
 //! is tried as is (the daemon resolves unique prefixes).
 
+use std::collections::HashMap;
+
 use cwcode_protocol::SessionInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +26,8 @@ pub struct Picker {
     pub cwd: String,
     /// Why the last choice failed (an id that does not exist), shown under the list.
     pub error: Option<String>,
+    /// A line under a session: its last answer or prompt, by session id, once read.
+    previews: HashMap<String, String>,
 }
 
 impl Picker {
@@ -44,7 +48,30 @@ impl Picker {
             selected: usize::from(has_here),
             cwd: cwd.to_owned(),
             error: None,
+            previews: HashMap::new(),
         }
+    }
+
+    /// The sessions to read a preview of, with the `seq` their journal ends at, in the order
+    /// they are listed (the first ones are the ones seen).
+    pub fn wanted_previews(&self) -> Vec<(String, u64)> {
+        self.items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Session(session) if session.last_seq > 0 => {
+                    Some((session.id.clone(), session.last_seq))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn set_previews(&mut self, previews: Vec<(String, String)>) {
+        self.previews.extend(previews);
+    }
+
+    pub fn preview(&self, session_id: &str) -> Option<&str> {
+        self.previews.get(session_id).map(String::as_str)
     }
 
     pub fn visible(&self) -> Vec<&Item> {

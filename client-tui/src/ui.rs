@@ -120,10 +120,12 @@ fn draw_header(frame: &mut Frame<'_>, app: &App, area: Rect) {
     )];
     match &app.session {
         Some(session) => {
-            spans.push(Span::styled(
-                format!(" · session {}", short_id(&session.id)),
-                DIM,
-            ));
+            let which = if app.is_draft() {
+                " · new session (created with the first prompt)".to_owned()
+            } else {
+                format!(" · session {}", short_id(&session.id))
+            };
+            spans.push(Span::styled(which, DIM));
             if !session.title.is_empty() {
                 spans.push(Span::styled(format!(" · {}", session.title), DIM));
             }
@@ -523,11 +525,27 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
             DIM,
         ));
     }
+    // A session with a preview takes two rows: the list scrolls so the selected one shows.
+    let rows_of = |item: &Item| match item {
+        Item::Session(session) if picker.preview(&session.id).is_some() => 2,
+        _ => 1,
+    };
     let room = (area.height as usize)
         .saturating_sub(lines.len() + 2)
         .max(1);
-    let first = picker.selected.saturating_sub(room - 1);
-    for (index, item) in visible.iter().enumerate().skip(first).take(room) {
+    let mut first = picker.selected.min(visible.len().saturating_sub(1));
+    let mut used = visible.get(first).map_or(0, |item| rows_of(item));
+    while first > 0 && used + rows_of(visible[first - 1]) <= room {
+        first -= 1;
+        used += rows_of(visible[first]);
+    }
+    let mut left = room;
+    for (index, item) in visible.iter().enumerate().skip(first) {
+        let rows = rows_of(item);
+        if rows > left && index != first {
+            break;
+        }
+        left = left.saturating_sub(rows);
         let text = match item {
             Item::New => format!("+ new session in {}", picker.cwd),
             Item::Session(session) => {
@@ -561,6 +579,11 @@ fn draw_picker(frame: &mut Frame<'_>, picker: &Picker, area: Rect) {
         } else {
             Line::raw(text)
         });
+        if let Item::Session(session) = item
+            && let Some(preview) = picker.preview(&session.id)
+        {
+            lines.push(Line::styled(shorten(&format!("    {preview}"), width), DIM));
+        }
     }
     if let Some(error) = &picker.error {
         lines.push(Line::default());

@@ -68,6 +68,43 @@ fn streaming_answer() {
 }
 
 #[test]
+fn highlighted_code_block() {
+    let start = Instant::now();
+    let mut app = attached_app(start);
+    feed(
+        &mut app,
+        start,
+        [
+            started("show me"),
+            EventKind::AssistantDelta {
+                text: "```rust\n// the total\nfn total(n: u32) -> u32 {\n    n + \"1\".len() as u32\n}\n```".to_owned(),
+            },
+        ],
+    );
+    let terminal = screen(&mut app, start, 40, 9);
+    // The buffer's Debug form lists the colours of every run of cells.
+    insta::assert_snapshot!(format!("{:?}", terminal.backend().buffer()));
+}
+
+#[test]
+fn markdown_table_in_an_answer() {
+    let start = Instant::now();
+    let mut app = attached_app(start);
+    feed(
+        &mut app,
+        start,
+        [
+            started("which coupons apply?"),
+            EventKind::AssistantDelta {
+                text: "Two of them:\n\n| Code | Off | Before tax |\n|------|----:|:----------:|\n| SPRING | 10% | yes |\n| WELCOME5 | 5.00 | no |\n\nBoth are tested.".to_owned(),
+            },
+        ],
+    );
+    let terminal = screen(&mut app, start, 60, 12);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
 fn tool_call_with_diff() {
     let now = Instant::now();
     let mut app = attached_app(now);
@@ -292,6 +329,46 @@ fn session_picker() {
     ];
     app.on_reply(crate::daemon::Reply::Sessions(sessions), now);
     let terminal = screen(&mut app, now, 100, 10);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn session_picker_with_titles_and_previews() {
+    let now = Instant::now();
+    let mut app = App::new(CWD.to_owned(), crate::app::Startup::Choose, None, None);
+    app.on_reply(crate::daemon::Reply::Connected, now);
+    let mut coupons = session("0198bbbbcccc0000", CWD, "add coupons to the checkout");
+    coupons.last_seq = 40;
+    let mut cart = session(
+        "0198a1b2c3d4e5f6",
+        CWD,
+        "why is the cart total off by a cent…",
+    );
+    cart.last_seq = 12;
+    let quiet = session("0198ccccdddd0000", CWD, "shop");
+    app.on_reply(
+        crate::daemon::Reply::Sessions(vec![coupons, cart, quiet]),
+        now,
+    );
+    assert!(
+        matches!(app.outbox.last(), Some(crate::daemon::Request::Previews(wanted)) if wanted.len() == 2),
+        "previews are asked of the sessions with events: {:?}",
+        app.outbox
+    );
+    app.on_reply(
+        crate::daemon::Reply::Previews(vec![
+            (
+                "0198bbbbcccc0000".to_owned(),
+                "Coupons now apply before tax; the tests pass.".to_owned(),
+            ),
+            (
+                "0198a1b2c3d4e5f6".to_owned(),
+                "› why is the cart total off by a cent".to_owned(),
+            ),
+        ]),
+        now,
+    );
+    let terminal = screen(&mut app, now, 100, 14);
     insta::assert_snapshot!(terminal.backend());
 }
 

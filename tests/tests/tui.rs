@@ -51,7 +51,12 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
     tmux.type_line(first, cwcode);
     let screen = tmux.wait_for(first, &["● connected", " CODE "]).await;
     assert!(screen.contains("fake · fake-model"), "{screen}");
-    let session = the_session(&home);
+    // The session is created by its first prompt, which titles it: none is left behind by a
+    // window that never sent one.
+    assert_eq!(
+        std::fs::read_dir(home.paths.sessions_dir()).map_or(0, Iterator::count),
+        0
+    );
 
     // A prompt, and its answer streamed in.
     tmux.type_text(first, "say hello");
@@ -59,6 +64,11 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
     let screen = tmux
         .wait_for(first, &["Hello from the fake model.", "✓ turn 1 completed"])
         .await;
+    let session = the_session(&home);
+    assert!(
+        screen.contains("· say hello ·"),
+        "titled from the prompt: {screen}"
+    );
     assert!(screen.contains("› say hello"), "{screen}");
     assert!(status_line(&screen).contains("cache 64%"), "{screen}");
 

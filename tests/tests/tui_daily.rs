@@ -48,10 +48,10 @@ async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_retu
     let tmux = Tmux::start(&home, "daily", &home.workspace);
     tmux.type_line(WINDOW, cwcode);
     tmux.wait_for(WINDOW, &["● connected", " CODE "]).await;
-    let session = the_session(&home);
     tmux.type_line(WINDOW, "run the echo");
     tmux.wait_for(WINDOW, &["? allow bash", "waiting for your approval"])
         .await;
+    let session = the_session(&home);
 
     // Ctrl+D with the approval prompt up: the program leaves at once, answering nothing.
     tmux.keys(WINDOW, &["C-d"]);

@@ -111,10 +111,7 @@ impl App {
             .last_interrupt
             .is_some_and(|before| now.saturating_duration_since(before) <= DOUBLE_INTERRUPT);
         if twice {
-            self.exit = Some(match &self.session {
-                Some(session) => Exit::Detached(session.clone()),
-                None => Exit::Quit,
-            });
+            self.exit = Some(self.leaving());
         } else {
             self.last_interrupt = Some(now);
             self.flash = Some("press Ctrl+C again to quit (the session keeps running)".to_owned());
@@ -137,7 +134,7 @@ impl App {
             KeyCode::Down | KeyCode::Tab => picker.down(),
             KeyCode::Backspace => picker.backspace(),
             KeyCode::Enter => match picker.choose() {
-                Some(Choice::New) => self.open(Open::New(self.new_session_params())),
+                Some(Choice::New) => self.new_session(self.new_session_params()),
                 Some(Choice::Attach(id)) => {
                     if self.session.as_ref().is_some_and(|s| s.id == id) {
                         self.picker = None;

@@ -2,10 +2,12 @@
 
 use std::time::Instant;
 
-use cwcode_protocol::{ErrorCode, Event, EventKind, GoalStatus, SessionInfo, SessionStatus};
+use cwcode_protocol::{
+    CreateSessionParams, ErrorCode, Event, EventKind, GoalStatus, SessionInfo, SessionStatus,
+};
 
 use super::commands::CANCELLING;
-use super::{Answer, App, Connection, Exit, GoalLoop, HintEnd, Pending, Phase, Startup};
+use super::{Answer, App, Connection, Draft, Exit, GoalLoop, HintEnd, Pending, Phase, Startup};
 use crate::daemon::{Action, GoalCall, Open, Reply, Request};
 use crate::picker::Picker;
 use crate::reports;
@@ -20,7 +22,7 @@ impl App {
                 self.outbox.push(Request::ListProfiles);
                 match self.startup.clone() {
                     Startup::Choose | Startup::Continue => self.outbox.push(Request::ListSessions),
-                    Startup::New => self.open(Open::New(self.new_session_params())),
+                    Startup::New => self.new_session(self.new_session_params()),
                     Startup::Session(id) => self.open(Open::Existing(id)),
                 }
             }
@@ -47,7 +49,15 @@ impl App {
                 self.note("reconnected to cwcoded", Tone::Info);
             }
             Reply::Sessions(sessions) => self.on_sessions(&sessions),
+            Reply::Shell(run) => self.on_shell(&run),
+            Reply::Previews(previews) => {
+                if let Some(picker) = &mut self.picker {
+                    picker.set_previews(previews);
+                }
+            }
             Reply::Attached(info) => self.on_attached(info),
+            // The session left for a draft may still be streaming until the new one is open.
+            Reply::Event(_) if self.draft.is_some() => {}
             Reply::Event(event) => self.on_event(&event, now),
             Reply::ModeSet(info) => {
                 if let Some(session) = &mut self.session
@@ -73,6 +83,7 @@ impl App {
             Reply::Cancelled(false) => self.flash = Some("no turn is running".to_owned()),
             Reply::Profiles(profiles) => {
                 self.profiles = profiles;
+                self.draft_profile();
                 if std::mem::take(&mut self.show_profiles) {
                     self.show_model();
                 }
@@ -124,10 +135,53 @@ impl App {
         self.outbox.push(Request::Open(open));
     }
 
+    /// Shows a new session that exists only here until its first prompt creates it.
+    pub(super) fn new_session(&mut self, params: CreateSessionParams) {
+        self.reset_view();
+        self.caught_up = true;
+        self.session = Some(SessionInfo {
+            id: String::new(),
+            title: String::new(),
+            cwd: params.cwd.clone(),
+            profile: params.profile.clone().unwrap_or_default(),
+            mode: params.mode.unwrap_or_default(),
+            status: SessionStatus::Idle,
+            created: String::new(),
+            updated: String::new(),
+            turns: 0,
+            last_seq: 0,
+            damaged: None,
+            goal: None,
+        });
+        self.draft = Some(Draft { params, sent: None });
+        self.draft_profile();
+        self.note(
+            "new session: it is created with the first prompt, which also gives it its title",
+            Tone::Info,
+        );
+    }
+
+    /// A draft with no profile asked for shows the default one, once the profiles are known.
+    fn draft_profile(&mut self) {
+        if self.draft.is_none() {
+            return;
+        }
+        let default = self
+            .profiles
+            .iter()
+            .find(|profile| profile.is_default)
+            .map(|profile| profile.name.clone());
+        if let (Some(session), Some(default)) = (&mut self.session, default)
+            && session.profile.is_empty()
+        {
+            session.profile = default;
+        }
+    }
+
     fn on_sessions(&mut self, sessions: &[SessionInfo]) {
         if self.phase != Phase::Connecting {
             // `/sessions`.
-            self.picker = Some(Picker::new(sessions, &self.cwd));
+            self.show_picker(sessions);
             return;
         }
         let here = sessions.iter().find(|session| session.cwd == self.cwd);
@@ -141,13 +195,36 @@ impl App {
             }
             (_, Some(_)) => {
                 self.phase = Phase::Picking;
-                self.picker = Some(Picker::new(sessions, &self.cwd));
+                self.show_picker(sessions);
             }
-            (_, None) => self.open(Open::New(self.new_session_params())),
+            (_, None) => self.new_session(self.new_session_params()),
         }
     }
 
+    /// The picker, and a request for the lines under its sessions.
+    fn show_picker(&mut self, sessions: &[SessionInfo]) {
+        let picker = Picker::new(sessions, &self.cwd);
+        let wanted = picker.wanted_previews();
+        if !wanted.is_empty() {
+            self.outbox.push(Request::Previews(wanted));
+        }
+        self.picker = Some(picker);
+    }
+
     fn on_attached(&mut self, info: SessionInfo) {
+        self.reset_view();
+        self.replay_until = info.last_seq;
+        self.status = info.status;
+        let empty = info.last_seq == 0;
+        self.session = Some(info);
+        if empty {
+            self.catch_up();
+        }
+    }
+
+    /// What a session shows of itself goes, for another session (or a draft) to take its place.
+    fn reset_view(&mut self) {
+        self.draft = None;
         self.phase = Phase::Attached;
         self.picker = None;
         self.rewind = None;
@@ -155,7 +232,7 @@ impl App {
         self.approvals.clear();
         self.answer = Answer::Choosing;
         self.mode_requests = 0;
-        self.status = info.status;
+        self.status = SessionStatus::Idle;
         self.turn_started = None;
         self.prompt_tokens = 0;
         self.cached_tokens = 0;
@@ -163,14 +240,9 @@ impl App {
         self.context_tokens = 0;
         self.todos.clear();
         self.goal = None;
-        self.replay_until = info.last_seq;
+        self.replay_until = 0;
         self.caught_up = false;
         self.scroll = None;
-        let empty = info.last_seq == 0;
-        self.session = Some(info);
-        if empty {
-            self.catch_up();
-        }
     }
 
     /// The replay is over: what it rebuilt is made exact where events alone cannot tell (a
@@ -347,6 +419,12 @@ impl App {
         match action {
             Action::SetMode => {
                 self.mode_answered();
+                self.note(message, Tone::Error);
+            }
+            Action::Open if self.draft.as_ref().is_some_and(|d| d.sent.is_some()) => {
+                if let Some(typed) = self.draft.as_mut().and_then(|draft| draft.sent.take()) {
+                    self.editor.set_text(&typed);
+                }
                 self.note(message, Tone::Error);
             }
             Action::Open if self.picker.is_some() => {

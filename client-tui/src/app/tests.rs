@@ -67,15 +67,21 @@ fn started_app(startup: Startup, sessions: Vec<SessionInfo>, now: Instant) -> Ap
     app
 }
 
+/// The sessions asked for; a new one is a draft until its first prompt.
 fn opened(app: &App) -> Vec<String> {
-    app.outbox
+    let mut opened: Vec<String> = app
+        .outbox
         .iter()
         .filter_map(|request| match request {
             Request::Open(Open::Existing(id)) => Some(id.clone()),
-            Request::Open(Open::New(params)) => Some(format!("new in {}", params.cwd)),
+            Request::Open(Open::New { params, .. }) => Some(format!("created in {}", params.cwd)),
             _ => None,
         })
-        .collect()
+        .collect();
+    if app.is_draft() {
+        opened.push(format!("new in {}", app.cwd));
+    }
+    opened
 }
 
 #[test]

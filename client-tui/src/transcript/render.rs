@@ -8,12 +8,15 @@ use serde_json::Value;
 use super::{Approval, Kind, Tone, ToolEntry};
 use crate::diff::{self, Diff, DiffLine};
 use crate::format::{outcome_word, percent, shorten, tokens};
+use crate::highlight;
 use crate::markdown;
 use crate::wrap::{self, sanitize, wrap_line};
 
 /// Lines of a finished tool's result shown before it is collapsed.
 pub(super) const RESULT_LINES: usize = 6;
 /// Lines of a running tool's streamed output shown (its tail).
+/// The lines of a prompt shown before the rest is folded.
+const PROMPT_LINES: usize = 12;
 const STREAM_TAIL: usize = 5;
 /// Lines of reasoning shown while it streams (its tail).
 const REASONING_TAIL: usize = 4;
@@ -53,15 +56,29 @@ pub(super) fn render(
         Kind::Prompt(text) => {
             let text = sanitize(text);
             let bold = Style::new().add_modifier(Modifier::BOLD);
-            for (index, line) in text.trim_end().split('\n').enumerate() {
+            let lines: Vec<&str> = text.trim_end().split('\n').collect();
+            // An attached file or a command's output makes a long prompt: its head is enough.
+            let shown = if expanded {
+                lines.len()
+            } else {
+                lines.len().min(PROMPT_LINES)
+            };
+            for (index, line) in lines.iter().take(shown).enumerate() {
                 let marker = if index == 0 { "› " } else { "  " };
                 let line = Line::from(vec![
                     Span::styled(
                         marker,
                         Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
                     ),
-                    Span::styled(line.to_owned(), bold),
+                    Span::styled((*line).to_owned(), bold),
                 ]);
+                out.extend(wrap_line(line, width, 2));
+            }
+            if shown < lines.len() {
+                let line = Line::styled(
+                    format!("  … +{} lines · ctrl+o to show", lines.len() - shown),
+                    DIM,
+                );
                 out.extend(wrap_line(line, width, 2));
             }
         }
@@ -305,6 +322,22 @@ fn collapsed(lines: &[String], limit: usize, style: Style) -> Vec<Line<'static>>
     out
 }
 
+/// A diff's new line after its gutter, coloured as its file's language: the green `+` gutter
+/// says it is new, the colours say what it is (removed lines stay red, context dim). Without a
+/// known language it keeps the gutter's colour.
+fn coloured_line(gutter: Span<'static>, text: &str, path: &str, plain: Style) -> Line<'static> {
+    let mut spans = vec![gutter];
+    match highlight::file_line(text, path) {
+        Some(pieces) => spans.extend(
+            pieces
+                .into_iter()
+                .map(|(style, piece)| Span::styled(piece, style)),
+        ),
+        None => spans.push(Span::styled(text.to_owned(), plain)),
+    }
+    Line::from(spans)
+}
+
 fn diff_lines(diff: &Diff, limit: usize) -> Vec<Line<'static>> {
     let number_width = diff
         .lines
@@ -332,7 +365,8 @@ fn diff_lines(diff: &Diff, limit: usize) -> Vec<Line<'static>> {
                 Line::styled(format!("{}- {}", number(n), sanitize(text)), REMOVED)
             }
             DiffLine::Added(n, text) => {
-                Line::styled(format!("{}+ {}", number(n), sanitize(text)), ADDED)
+                let gutter = Span::styled(format!("{}+ ", number(n)), ADDED);
+                coloured_line(gutter, &sanitize(text), &diff.path, ADDED)
             }
             DiffLine::Gap => Line::styled("⋯", DIM),
             DiffLine::Note(text) => Line::styled(text.clone(), REASONING),

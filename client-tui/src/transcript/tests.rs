@@ -283,3 +283,18 @@ fn the_goal_loop_says_each_cycle_and_how_it_ended() {
         ]
     );
 }
+
+#[test]
+fn a_long_prompt_such_as_one_with_an_attached_file_is_folded() {
+    let mut transcript = Transcript::default();
+    let file: String = (1..=30).map(|n| format!("\nline {n}")).collect();
+    transcript.apply(&EventKind::TurnStarted {
+        turn: 1,
+        prompt: format!("look at @notes.txt{file}"),
+    });
+    let collapsed = texts(&mut transcript, 40, false);
+    assert_eq!(collapsed.len(), 12 + 1);
+    assert_eq!(collapsed[0], "› look at @notes.txt");
+    assert_eq!(collapsed.last().unwrap(), "  … +19 lines · ctrl+o to show");
+    assert_eq!(texts(&mut transcript, 40, true).len(), 31);
+}
