@@ -170,6 +170,10 @@ impl Renderer {
             EventKind::ToolOutputSpilled {
                 path, total_bytes, ..
             } => format!("· the whole output ({total_bytes} bytes) is in {path}"),
+            EventKind::ToolCallsRecovered { call_ids } => format!(
+                "· {} tool call(s) read from the answer's text (the server left them there)",
+                call_ids.len()
+            ),
             EventKind::StreamRestarted { reason } => {
                 format!(
                     "· the provider connection broke ({reason}); retrying from the start of the answer"

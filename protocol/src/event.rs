@@ -69,6 +69,13 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stats: Option<RequestStats>,
     },
+    /// The next `assistant_message`'s tool calls were read from its text: the server (a local
+    /// vLLM or llama.cpp without a tool-call parser) left them there as `<tool_call>` blocks,
+    /// and the profile's `recover_text_tool_calls` allows reading them back.
+    #[serde(rename_all = "camelCase")]
+    ToolCallsRecovered {
+        call_ids: Vec<String>,
+    },
     /// The provider connection broke mid-answer and the request is retried: discard the partial
     /// text and reasoning streamed since the last `assistant_message`.
     StreamRestarted {

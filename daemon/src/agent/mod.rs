@@ -492,6 +492,9 @@ async fn converse(
                     delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                     reason,
                 },
+                StreamEvent::ToolCallsRecovered { call_ids } => {
+                    EventKind::ToolCallsRecovered { call_ids }
+                }
             };
             // Deltas are coalesced; a restart flushes the text before it first.
             if let Err(error) = env.log.publish_delta(kind) {

@@ -23,6 +23,7 @@ use super::profile::{KeySource, Profile, ProviderKind, ReasoningHistory, Resolve
 use super::quirks::{self, ServedModel};
 use super::retry::{self, RetryPolicy};
 use super::sse::{self, ChunkAccumulator};
+use super::text_tool_calls;
 use super::{
     ChatRequest, Completion, FunctionSpec, Message, ProviderError, StreamDelta, StreamEvent,
 };
@@ -56,6 +57,8 @@ pub struct Provider {
     idle_timeout: Duration,
     request_timeout: Duration,
     retry: RetryPolicy,
+    /// The profile's `recover_text_tool_calls`.
+    recover_text_tool_calls: bool,
 }
 
 /// One failed attempt, with the wait the provider asked for before the next.
@@ -162,6 +165,7 @@ impl Provider {
                 max_retries: profile.limits.max_attempts.saturating_sub(1),
                 ..RetryPolicy::default()
             },
+            recover_text_tool_calls: profile.recover_text_tool_calls,
         })
     }
 
@@ -338,7 +342,7 @@ impl Provider {
                 Err(error) => Err(Failure::from(error)),
             };
             let failure = match result {
-                Ok(completion) => return Ok(completion),
+                Ok(completion) => return Ok(self.finish(completion, body.as_deref(), on_event)),
                 Err(failure) => failure,
             };
             if !failure.error.is_retryable() {
@@ -373,6 +377,36 @@ impl Provider {
             });
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// Where the profile allows it, moves the calls a server left in the text into the tool
+    /// calls, announcing them. Their ids come from a hash of the request, unique in the session
+    /// because every request extends the history with the answer before it.
+    fn finish(
+        &self,
+        mut completion: Completion,
+        body: Option<&[u8]>,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Completion {
+        if self.recover_text_tool_calls {
+            let prefix = format!("text_call_{:016x}_", text_tool_calls::request_hash(body));
+            if text_tool_calls::recover_text_tool_calls(&mut completion.message, &prefix) > 0 {
+                tracing::info!(
+                    profile = %self.profile_name,
+                    calls = completion.message.tool_calls.len(),
+                    "recovered tool calls the server left in the text"
+                );
+                on_event(StreamEvent::ToolCallsRecovered {
+                    call_ids: completion
+                        .message
+                        .tool_calls
+                        .iter()
+                        .map(|call| call.id.clone())
+                        .collect(),
+                });
+            }
+        }
+        completion
     }
 
     /// One POST and its whole stream. It keeps no state between calls, so a retry is calling it

@@ -513,3 +513,27 @@ fn web_chrome_endpoint_is_a_string_or_a_port_and_nothing_else() {
     assert!(error.contains("chrome.endpoint"), "{error}");
     assert!(error.contains("expected a ws:// URL, a port"), "{error}");
 }
+
+#[test]
+fn reading_tool_calls_from_the_text_is_set_per_profile() {
+    let config = load_text(
+        r#"{"profiles": {
+            "local-vllm": {"recover_text_tool_calls": false},
+            "mine": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "recover_text_tool_calls": true}
+        }}"#,
+    )
+    .unwrap();
+    assert!(
+        !config
+            .profile("local-vllm")
+            .unwrap()
+            .recover_text_tool_calls
+    );
+    assert!(config.profile("mine").unwrap().recover_text_tool_calls);
+    assert!(
+        !config
+            .profile("deepseek-v4-pro")
+            .unwrap()
+            .recover_text_tool_calls
+    );
+}

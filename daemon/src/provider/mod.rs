@@ -13,6 +13,7 @@ mod retry;
 mod sse;
 #[cfg(test)]
 mod sse_props;
+mod text_tool_calls;
 mod tokens;
 
 use std::collections::BTreeMap;
@@ -162,6 +163,11 @@ pub enum StreamEvent {
         max_attempts: u32,
         delay: Duration,
         reason: String,
+    },
+    /// The finished answer's tool calls were read from its text, where a server without a
+    /// tool-call parser left them (the profile's `recover_text_tool_calls`).
+    ToolCallsRecovered {
+        call_ids: Vec<String>,
     },
 }
 

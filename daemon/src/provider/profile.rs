@@ -31,6 +31,9 @@ pub struct Profile {
     pub limits: CallLimits,
     /// The model of the endpoint's `/embeddings`, for memory's vectors; none: words only.
     pub embeddings_model: Option<String>,
+    /// Reads `<tool_call>{…}</tool_call>` blocks that a server without a tool-call parser left
+    /// in the content as the calls they are (see `text_tool_calls`).
+    pub recover_text_tool_calls: bool,
 }
 
 /// Which endpoint family the profile talks to, for the quirks that set it apart from the common
@@ -144,6 +147,7 @@ impl Profile {
             request_extra: Map::new(),
             limits: CallLimits::default(),
             embeddings_model: None,
+            recover_text_tool_calls: false,
         }
     }
 
@@ -198,6 +202,7 @@ impl fmt::Debug for Profile {
             .field("request_extra", &self.request_extra)
             .field("limits", &self.limits)
             .field("embeddings_model", &self.embeddings_model)
+            .field("recover_text_tool_calls", &self.recover_text_tool_calls)
             .finish()
     }
 }
