@@ -42,6 +42,7 @@ pub fn attached_app(now: Instant) -> App {
             is_default: true,
             context_window: Some(128_000),
             prices: Some(PriceTable {
+                currency: "USD".to_owned(),
                 input_hit: 0.07,
                 input_miss: 0.27,
                 output: 1.10,

@@ -453,6 +453,8 @@ fn cache_report() {
     let now = Instant::now();
     let mut app = attached_app(now);
     let turn = |turn, prompt, cached, shared| cwcode_protocol::TurnCache {
+        unreported_requests: 0,
+        estimated: None,
         turn,
         requests: 2,
         prompt_tokens: prompt,
@@ -464,6 +466,8 @@ fn cache_report() {
     };
     app.on_reply(
         Reply::Cache(cwcode_protocol::CacheReport {
+            unreported_requests: 0,
+            estimated: None,
             session_id: "0198a1b2c3d4e5f6".to_owned(),
             turns: vec![
                 turn(1, 9_800, 4_096, 20_100),

@@ -432,6 +432,14 @@ pub struct TurnCache {
     pub last_request_bytes: u64,
     /// How much of the last request's body equals the request before it, byte for byte.
     pub last_shared_prefix_bytes: u64,
+    /// Requests whose provider reported no usage: their tokens are not in the figures above,
+    /// which are then not the whole turn ("not reported", never a plain 0).
+    #[serde(default)]
+    pub unreported_requests: u32,
+    /// cwcode's own estimate of the unreported requests' tokens, from the bytes it sent and
+    /// received: an estimate, not the provider's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<Usage>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -446,15 +454,40 @@ pub struct CacheReport {
     pub hit_ratio: f64,
     /// The session's first request body: system prompt plus tool definitions plus the prompt.
     pub first_request_bytes: u64,
+    /// Requests over the session whose provider reported no usage (see [`TurnCache`]).
+    #[serde(default)]
+    pub unreported_requests: u32,
+    /// cwcode's own estimate of those requests' tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<Usage>,
 }
 
 /// Prices per million tokens, in the currency the profile's table uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PriceTable {
     pub input_hit: f64,
     pub input_miss: f64,
     pub output: f64,
+    /// The profile's `pricing.currency`, e.g. "USD" (the default) or "CNY".
+    #[serde(default = "default_currency")]
+    pub currency: String,
+}
+
+impl Default for PriceTable {
+    fn default() -> Self {
+        Self {
+            input_hit: 0.0,
+            input_miss: 0.0,
+            output: 0.0,
+            currency: default_currency(),
+        }
+    }
+}
+
+/// What a price table without a currency is in.
+pub fn default_currency() -> String {
+    "USD".to_owned()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -475,7 +508,18 @@ pub struct CostReport {
     /// `None` when the profile has no price table: set `pricing` in config.json.
     pub prices: Option<PriceTable>,
     pub turns: Vec<TurnCost>,
+    /// The provider-reported tokens priced; see `estimatedTotal` for the rest.
     pub total: f64,
+    /// The currency of every figure here: the price table's (`USD` without one).
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    /// Requests whose provider reported no usage: not in `total`.
+    #[serde(default)]
+    pub unreported_requests: u32,
+    /// cwcode's own estimate of what those requests cost, when there are prices: an estimate,
+    /// not a bill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_total: Option<f64>,
 }
 
 /// One prompt's checkpoint: what `/rewind` without a number lists.

@@ -301,6 +301,7 @@ impl Transcript {
             // Shown elsewhere (the status line, the todo list, the app's own note on a profile
             // switch), meant for the model only, or not for this subscriber's transcript.
             EventKind::ModeNotice { .. }
+            | EventKind::CallAbandoned { .. }
             | EventKind::FilesChanged { .. }
             | EventKind::TodoUpdated { .. }
             | EventKind::ToolOutputSpilled { .. }

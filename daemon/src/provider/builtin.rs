@@ -49,6 +49,7 @@ fn deepseek_v4_pro() -> Profile {
             input_hit: 0.003_625,
             input_miss: 0.435,
             output: 0.87,
+            currency: "USD".to_owned(),
         }),
         ..Profile::new("https://api.deepseek.com", "deepseek-v4-pro")
     }
@@ -104,6 +105,7 @@ fn local_vllm() -> Profile {
             input_hit: 0.0,
             input_miss: 0.0,
             output: 0.0,
+            currency: "USD".to_owned(),
         }),
         ..Profile::new("http://127.0.0.1:8000/v1", "")
     }

@@ -24,9 +24,11 @@ use super::quirks::{self, ServedModel};
 use super::retry::{self, RetryPolicy};
 use super::sse::{self, ChunkAccumulator};
 use super::text_tool_calls;
+use super::tokens::{estimate_request_tokens, estimate_text_tokens};
 use super::{
     ChatRequest, Completion, FunctionSpec, Message, ProviderError, StreamDelta, StreamEvent,
 };
+use cwcode_protocol::Usage;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a 200 body that is not an SSE stream is kept to quote in the error.
@@ -59,6 +61,17 @@ pub struct Provider {
     retry: RetryPolicy,
     /// The profile's `recover_text_tool_calls`.
     recover_text_tool_calls: bool,
+}
+
+/// What the current attempt has received, so that a cancelled call can say what it cost.
+#[derive(Debug, Default)]
+struct Received {
+    /// The provider accepted the request (a 2xx came back): from here on it bills.
+    accepted: bool,
+    /// The usage the stream reported so far.
+    usage: Option<Usage>,
+    /// An estimate of the text streamed so far.
+    output_tokens: u64,
 }
 
 /// One failed attempt, with the wait the provider asked for before the next.
@@ -246,6 +259,7 @@ impl Provider {
             })?;
         if !status.is_success() {
             return Err(ProviderError::Status {
+                profile: self.profile_name.clone(),
                 url: url.to_string(),
                 status: status.as_u16(),
                 body: provider_error_text(
@@ -309,20 +323,34 @@ impl Provider {
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Completion, ProviderError> {
-        tokio::select! {
+        let mut received = Received::default();
+        let result = tokio::select! {
             biased;
             () = cancel.cancelled() => Err(ProviderError::Cancelled),
             result = tokio::time::timeout(
                 self.request_timeout,
-                self.call_with_retries(request, on_event),
+                self.call_with_retries(request, on_event, &mut received),
             ) => result.unwrap_or(Err(ProviderError::RequestTimeout(self.request_timeout.as_secs()))),
+        };
+        // The provider bills a request it accepted even when the answer is never read to its end.
+        if matches!(result, Err(ProviderError::Cancelled)) && received.accepted {
+            on_event(StreamEvent::Abandoned {
+                usage: received.usage,
+                estimated: received.usage.is_none().then(|| Usage {
+                    prompt_tokens: estimate_request_tokens(request),
+                    completion_tokens: received.output_tokens,
+                    cached_tokens: 0,
+                }),
+            });
         }
+        result
     }
 
     async fn call_with_retries(
         &self,
         request: ChatRequest<'_>,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
+        received: &mut Received,
     ) -> Result<Completion, ProviderError> {
         let mut body = None;
         let mut retry = 0;
@@ -337,7 +365,8 @@ impl Provider {
                         delivered = true;
                         on_event(StreamEvent::Delta(delta));
                     };
-                    self.attempt(body, &mut on_delta).await
+                    *received = Received::default();
+                    self.attempt(body, &mut on_delta, received).await
                 }
                 Err(error) => Err(Failure::from(error)),
             };
@@ -415,10 +444,12 @@ impl Provider {
         &self,
         body: Bytes,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        received: &mut Received,
     ) -> Result<Completion, Failure> {
         let response = self.post(body).await?;
         let response = self.check_status(response).await?;
-        Ok(self.read_stream(response, on_delta).await?)
+        received.accepted = true;
+        Ok(self.read_stream(response, on_delta, received).await?)
     }
 
     async fn post(&self, body: Bytes) -> Result<reqwest::Response, ProviderError> {
@@ -486,6 +517,7 @@ impl Provider {
             };
         }
         ProviderError::Status {
+            profile: self.profile_name.clone(),
             url: self.endpoint.to_string(),
             status,
             body,
@@ -496,6 +528,7 @@ impl Provider {
         &self,
         response: reqwest::Response,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        received: &mut Received,
     ) -> Result<Completion, ProviderError> {
         let mut body_start = Vec::new();
         let mut accumulator = ChunkAccumulator::default();
@@ -505,10 +538,10 @@ impl Provider {
                 body_start.extend_from_slice(&read[..room.min(read.len())]);
             }
         });
-        self.read_events(bytes.eventsource(), &mut accumulator, on_delta)
+        self.read_events(bytes.eventsource(), &mut accumulator, on_delta, received)
             .await?;
         if !accumulator.has_chunks() {
-            return Err(no_chunk_error(&body_start));
+            return Err(self.no_chunk_error(&body_start));
         }
         accumulator.finish()
     }
@@ -520,6 +553,7 @@ impl Provider {
         events: impl Stream<Item = Result<Event, EventStreamError<reqwest::Error>>>,
         accumulator: &mut ChunkAccumulator,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        received: &mut Received,
     ) -> Result<(), ProviderError> {
         let mut events = pin!(events);
         while !accumulator.is_done() {
@@ -540,10 +574,27 @@ impl Provider {
                 )));
             }
             for delta in accumulator.push(&event.data)? {
+                let (StreamDelta::Content(text) | StreamDelta::Reasoning(text)) = &delta;
+                received.output_tokens += estimate_text_tokens(text);
                 on_delta(delta);
             }
+            received.usage = accumulator.usage();
         }
         Ok(())
+    }
+
+    /// A 200 whose body held no chunk: the server answered, wrongly, and would again.
+    fn no_chunk_error(&self, body_start: &[u8]) -> ProviderError {
+        if body_start.iter().all(u8::is_ascii_whitespace) {
+            return ProviderError::EmptyAnswer {
+                profile: self.profile_name.clone(),
+                url: self.endpoint.to_string(),
+            };
+        }
+        ProviderError::Protocol(format!(
+            "the answer held no chat completion chunk; it began: {}",
+            sse::excerpt(&String::from_utf8_lossy(body_start), sse::EXCERPT_CHARS)
+        ))
     }
 
     fn idle_timeout_error(&self) -> ProviderError {
@@ -785,16 +836,6 @@ fn provider_error_text(text: &str) -> String {
         Ok(value) => sse::error_message(&value),
         Err(_) => sse::excerpt(text, sse::EXCERPT_CHARS),
     }
-}
-
-fn no_chunk_error(body_start: &[u8]) -> ProviderError {
-    if body_start.iter().all(u8::is_ascii_whitespace) {
-        return ProviderError::Stream("the provider answered 200 with an empty body".to_owned());
-    }
-    ProviderError::Protocol(format!(
-        "the answer held no chat completion chunk; it began: {}",
-        sse::excerpt(&String::from_utf8_lossy(body_start), sse::EXCERPT_CHARS)
-    ))
 }
 
 fn stream_error(error: EventStreamError<reqwest::Error>) -> ProviderError {
@@ -1099,16 +1140,6 @@ mod tests {
         (result, deltas)
     }
 
-    async fn complete_against(
-        steps: Vec<Step>,
-        settings: Value,
-    ) -> (Result<Completion, ProviderError>, Vec<StreamDelta>) {
-        let (base_url, _) = fake_server(StatusCode::OK, steps).await;
-        let mut settings = settings;
-        settings["base_url"] = json!(base_url);
-        complete(&provider(settings), &CancellationToken::new()).await
-    }
-
     const FIRST_CHUNK: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
     const WHOLE_ANSWER: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello there.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
 
@@ -1223,7 +1254,10 @@ mod tests {
         assert!(!format!("{provider:?}").contains("sk-test"));
         let (result, deltas) = complete(&provider, &CancellationToken::new()).await;
         assert!(deltas.is_empty());
-        let Err(ProviderError::Status { status, body, url }) = &result else {
+        let Err(ProviderError::Status {
+            status, body, url, ..
+        }) = &result
+        else {
             panic!("expected a status error, got {result:?}");
         };
         assert_eq!(*status, 404);
@@ -1416,12 +1450,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_empty_200_body_is_an_error() {
-        let (result, _) = complete_against(Vec::new(), json!({})).await;
+    async fn an_empty_200_body_is_an_error_naming_the_provider_and_not_retried() {
+        let (base_url, state) = fake_server(StatusCode::OK, Vec::new()).await;
+        let (result, _) = complete(
+            &provider(json!({"base_url": base_url})),
+            &CancellationToken::new(),
+        )
+        .await;
         assert!(
-            matches!(&result, Err(ProviderError::GaveUp { last, .. })
-                if matches!(&**last, ProviderError::Stream(text) if text.contains("empty body"))),
+            matches!(&result, Err(ProviderError::EmptyAnswer { .. })),
             "{result:?}"
+        );
+        let text = result.unwrap_err().to_string();
+        assert!(text.contains("profile `test`"), "{text}");
+        assert!(text.contains("empty body"), "{text}");
+        assert!(!text.contains("network"), "{text}");
+        assert_eq!(state.count(Method::POST), 1, "not retried");
+    }
+
+    #[tokio::test]
+    async fn a_400_is_not_retried_and_names_the_profile_but_a_408_is_retried() {
+        let (base_url, state) = serve(vec![Reply::status(
+            400,
+            "{\"error\":{\"message\":\"bad field\"}}",
+        )])
+        .await;
+        let (result, _) = complete(
+            &provider(json!({"base_url": base_url})),
+            &CancellationToken::new(),
+        )
+        .await;
+        let text = result.unwrap_err().to_string();
+        assert!(text.starts_with("profile `test`:"), "{text}");
+        assert!(text.contains("bad field"), "{text}");
+        assert!(!text.contains("network"), "{text}");
+        assert_eq!(state.count(Method::POST), 1, "a 400 is not retried");
+
+        assert!(
+            ProviderError::Status {
+                profile: "p".into(),
+                url: "u".into(),
+                status: 408,
+                body: String::new(),
+            }
+            .is_retryable()
         );
     }
 

@@ -68,7 +68,17 @@ fn loads_every_profile_field() {
     assert_eq!(full.max_output_tokens, Some(8192));
     assert_eq!(full.reasoning_history, ReasoningHistory::Keep);
     assert_eq!(full.edit_tools, EditTools::Hashline);
-    assert_eq!(full.pricing.map(|pricing| pricing.output), Some(0.42));
+    assert_eq!(
+        full.pricing.as_ref().map(|pricing| pricing.output),
+        Some(0.42)
+    );
+    assert_eq!(
+        full.pricing
+            .as_ref()
+            .map(|pricing| pricing.currency.as_str()),
+        Some("USD"),
+        "USD unless the profile says otherwise"
+    );
     assert_eq!(full.request_extra["temperature"], 0.2);
     assert_eq!(config.default_profile_name(), Some("local"));
     assert_eq!(config.profile_names().count(), 7);
@@ -535,5 +545,19 @@ fn reading_tool_calls_from_the_text_is_set_per_profile() {
             .profile("deepseek-v4-pro")
             .unwrap()
             .recover_text_tool_calls
+    );
+}
+
+#[test]
+fn a_price_table_may_name_its_currency() {
+    let config = load_text(
+        r#"{"profiles": {"deepseek-v4-pro": {"pricing":
+            {"input_hit": 0.2, "input_miss": 2, "output": 3, "currency": "CNY"}}}}"#,
+    )
+    .unwrap();
+    let pricing = config.profile("deepseek-v4-pro").unwrap().pricing.as_ref();
+    assert_eq!(
+        pricing.map(|pricing| pricing.currency.as_str()),
+        Some("CNY")
     );
 }

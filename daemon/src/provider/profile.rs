@@ -74,13 +74,15 @@ pub enum EditTools {
     Both,
 }
 
-/// Prices per million tokens, in whatever currency the user thinks in.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// Prices per million tokens, in `currency` (USD unless the profile says otherwise).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pricing {
     pub input_hit: f64,
     pub input_miss: f64,
     pub output: f64,
+    #[serde(default = "cwcode_protocol::default_currency")]
+    pub currency: String,
 }
 
 impl From<&Pricing> for cwcode_protocol::PriceTable {
@@ -89,6 +91,7 @@ impl From<&Pricing> for cwcode_protocol::PriceTable {
             input_hit: pricing.input_hit,
             input_miss: pricing.input_miss,
             output: pricing.output,
+            currency: pricing.currency.clone(),
         }
     }
 }
