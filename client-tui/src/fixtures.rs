@@ -35,6 +35,7 @@ pub fn attached_app(now: Instant) -> App {
     app.on_reply(Reply::Connected, now);
     app.on_reply(
         Reply::Profiles(vec![ProfileInfo {
+            key_env: None,
             name: "deepseek".to_owned(),
             base_url: "https://api.deepseek.com".to_owned(),
             model: "deepseek-chat".to_owned(),

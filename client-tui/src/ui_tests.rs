@@ -233,6 +233,7 @@ fn status_line_follows_a_profile_change() {
     let mut app = attached_app(now);
     let mut profiles = app.profiles.clone();
     profiles.push(cwcode_protocol::ProfileInfo {
+        key_env: None,
         name: "local".to_owned(),
         base_url: "http://localhost:11434/v1".to_owned(),
         model: "qwen3-coder".to_owned(),

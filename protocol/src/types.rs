@@ -361,6 +361,31 @@ pub struct ProfileInfo {
     pub context_window: Option<u64>,
     /// Per 1M tokens; `None` until the user sets `pricing` on the profile.
     pub prices: Option<PriceTable>,
+    /// The environment variable the daemon reads the key from (its name, never the key), when
+    /// config.json holds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+}
+
+impl ProfileInfo {
+    /// The variable that holds this profile's key in `env` (a client's environment) while the
+    /// daemon has no key for it: a daemon started before the key was set.
+    pub fn key_only_in<'a>(&'a self, env: &dyn Fn(&str) -> Option<String>) -> Option<&'a str> {
+        let variable = self.key_env.as_deref()?;
+        (!self.has_key && env(variable).is_some_and(|key| !key.trim().is_empty()))
+            .then_some(variable)
+    }
+
+    /// What to tell the user when [`ProfileInfo::key_only_in`] found the key only on their side.
+    pub fn key_only_in_client_advice(&self, variable: &str) -> String {
+        format!(
+            "profile `{}` has no key in the running daemon, but your environment has {variable}: \
+             the daemon started without it. Run `cwcode-cli daemon stop` and try again (the next \
+             command starts the daemon with your environment), or store the key with \
+             `cwcode-cli config set-key {}`",
+            self.name, self.name
+        )
+    }
 }
 
 /// Token usage of one model call, or summed over a turn.
@@ -729,4 +754,39 @@ pub struct GoalStatus {
     pub stop_reason: Option<String>,
     /// The plain-language account of the loop.
     pub summary: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_only_the_client_has_is_named_with_both_fixes() {
+        let profile = ProfileInfo {
+            name: "deepseek-v4-pro".to_owned(),
+            base_url: String::new(),
+            model: String::new(),
+            has_key: false,
+            is_default: true,
+            context_window: None,
+            prices: None,
+            key_env: Some("DEEPSEEK_API_KEY".to_owned()),
+        };
+        let client_env = |name: &str| (name == "DEEPSEEK_API_KEY").then(|| "sk-x".to_owned());
+        let variable = profile.key_only_in(&client_env);
+        assert_eq!(variable, Some("DEEPSEEK_API_KEY"));
+        let advice = profile.key_only_in_client_advice("DEEPSEEK_API_KEY");
+        assert!(advice.contains("cwcode-cli daemon stop"), "{advice}");
+        assert!(
+            advice.contains("cwcode-cli config set-key deepseek-v4-pro"),
+            "{advice}"
+        );
+        assert!(!advice.contains("sk-x"));
+        assert_eq!(profile.key_only_in(&|_| None), None, "unset on both sides");
+        let keyed = ProfileInfo {
+            has_key: true,
+            ..profile
+        };
+        assert_eq!(keyed.key_only_in(&client_env), None, "the daemon has it");
+    }
 }
