@@ -179,6 +179,25 @@ impl Renderer {
             EventKind::ToolOutputSpilled {
                 path, total_bytes, ..
             } => format!("· the whole output ({total_bytes} bytes) is in {path}"),
+            EventKind::CallAbandoned {
+                usage,
+                estimated_usage,
+                ..
+            } => match (usage, estimated_usage) {
+                (Some(usage), _) => format!(
+                    "· the unfinished answer was billed: {} prompt tokens ({} cached), {} output",
+                    usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
+                ),
+                (None, Some(estimate)) => format!(
+                    "· the unfinished answer's usage was not reported; cwcode's estimate: about {} prompt tokens, {} output",
+                    estimate.prompt_tokens, estimate.completion_tokens
+                ),
+                (None, None) => "· the unfinished answer's usage was not reported".to_owned(),
+            },
+            EventKind::ToolCallsRecovered { call_ids } => format!(
+                "· {} tool call(s) read from the answer's text (the server left them there)",
+                call_ids.len()
+            ),
             EventKind::StreamRestarted { reason } => {
                 format!(
                     "· the provider connection broke ({reason}); retrying from the start of the answer"
@@ -398,14 +417,25 @@ pub fn cache_table(report: &CacheReport) -> String {
         "TURN", "REQS", "PROMPT", "CACHED", "HIT", "LAST BYTES", "SHARED BYTES"
     );
     for turn in &report.turns {
+        // A turn whose provider reported nothing has no figures, which is not 0.
+        let unreported = turn.unreported_requests > 0 && turn.unreported_requests == turn.requests;
+        let (prompt, cached, hit) = if unreported {
+            ("not reported".to_owned(), "-".to_owned(), "-".to_owned())
+        } else {
+            (
+                turn.prompt_tokens.to_string(),
+                turn.cached_tokens.to_string(),
+                percent(turn.hit_ratio),
+            )
+        };
         let _ = writeln!(
             out,
             "{:>4}  {:>4}  {:>10}  {:>10}  {:>7}  {:>11}  {:>12}",
             turn.turn,
             turn.requests,
-            turn.prompt_tokens,
-            turn.cached_tokens,
-            percent(turn.hit_ratio),
+            prompt,
+            cached,
+            hit,
             turn.last_request_bytes,
             turn.last_shared_prefix_bytes
         );
@@ -419,18 +449,41 @@ pub fn cache_table(report: &CacheReport) -> String {
         report.completion_tokens,
         report.first_request_bytes
     );
+    out.push_str(&unreported_line(
+        report.unreported_requests,
+        report.estimated.map(|estimate| {
+            format!(
+                "about {} prompt tokens, {} output",
+                estimate.prompt_tokens, estimate.completion_tokens
+            )
+        }),
+    ));
     out
 }
 
+/// The requests a provider reported no usage for, and cwcode's estimate of them, marked so.
+fn unreported_line(requests: u32, estimate: Option<String>) -> String {
+    if requests == 0 {
+        return String::new();
+    }
+    let estimate = estimate.map_or_else(String::new, |estimate| {
+        format!("; cwcode's own estimate for them (not the provider's): {estimate}")
+    });
+    format!(
+        "{requests} request(s): usage not reported by the provider, not counted above{estimate}\n"
+    )
+}
+
 pub fn cost_table(report: &CostReport) -> String {
-    let Some(prices) = report.prices else {
+    let Some(prices) = &report.prices else {
         return format!(
             "profile `{}` has no price table: add \"pricing\": {{\"input_hit\": …, \"input_miss\": …, \"output\": …}} (per 1M tokens) to it in config.json\n",
             report.profile
         );
     };
     let mut out = format!(
-        "prices per 1M tokens: input hit {}, input miss {}, output {}\n{:>4}  {:>10}  {:>10}  {:>10}  {:>10}\n",
+        "prices per 1M tokens ({}): input hit {}, input miss {}, output {}\n{:>4}  {:>10}  {:>10}  {:>10}  {:>10}\n",
+        report.currency,
         prices.input_hit,
         prices.input_miss,
         prices.output,
@@ -447,7 +500,13 @@ pub fn cost_table(report: &CostReport) -> String {
             turn.turn, turn.input_hit, turn.input_miss, turn.output, turn.total
         );
     }
-    let _ = writeln!(out, "total: {:.6}", report.total);
+    let _ = writeln!(out, "total: {:.6} {}", report.total, report.currency);
+    out.push_str(&unreported_line(
+        report.unreported_requests,
+        report
+            .estimated_total
+            .map(|total| format!("about {total:.6} {}", report.currency)),
+    ));
     out
 }
 

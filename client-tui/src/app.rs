@@ -355,7 +355,7 @@ impl App {
 
     /// What the session cost so far, when its profile has prices (per million tokens).
     pub fn cost(&self) -> Option<f64> {
-        let prices = self.profile()?.prices?;
+        let prices = self.profile()?.prices.as_ref()?;
         let missed = self.prompt_tokens.saturating_sub(self.cached_tokens);
         Some(
             (self.cached_tokens as f64 * prices.input_hit

@@ -549,6 +549,7 @@ mod tests {
     #[test]
     fn model_completes_the_profile_names() {
         let profile = |name: &str, model: &str| ProfileInfo {
+            key_env: None,
             name: name.to_owned(),
             base_url: "http://localhost".to_owned(),
             model: model.to_owned(),

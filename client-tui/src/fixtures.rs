@@ -35,6 +35,7 @@ pub fn attached_app(now: Instant) -> App {
     app.on_reply(Reply::Connected, now);
     app.on_reply(
         Reply::Profiles(vec![ProfileInfo {
+            key_env: None,
             name: "deepseek".to_owned(),
             base_url: "https://api.deepseek.com".to_owned(),
             model: "deepseek-chat".to_owned(),
@@ -42,6 +43,7 @@ pub fn attached_app(now: Instant) -> App {
             is_default: true,
             context_window: Some(128_000),
             prices: Some(PriceTable {
+                currency: "USD".to_owned(),
                 input_hit: 0.07,
                 input_miss: 0.27,
                 output: 1.10,

@@ -26,14 +26,30 @@ pub fn cache_table(report: &CacheReport) -> String {
         .iter()
         .skip(report.turns.len().saturating_sub(TABLE_TURNS))
     {
+        // Nothing reported is not 0: such a turn shows cwcode's estimate, marked with `~`.
+        let unreported = turn.unreported_requests > 0 && turn.unreported_requests == turn.requests;
+        let (prompt, cached, hit, output) = match (unreported, turn.estimated) {
+            (true, Some(estimate)) => (
+                format!("~{}", tokens(estimate.prompt_tokens)),
+                "n/r".to_owned(),
+                "n/r".to_owned(),
+                format!("~{}", tokens(estimate.completion_tokens)),
+            ),
+            _ => (
+                tokens(turn.prompt_tokens),
+                tokens(turn.cached_tokens),
+                percent(turn.cached_tokens, turn.prompt_tokens),
+                tokens(turn.completion_tokens),
+            ),
+        };
         out.push_str(&format!(
             "\n{:>5} {:>5} {:>7} {:>7} {:>5} {:>7} {:>10} {:>11}",
             turn.turn,
             turn.requests,
-            tokens(turn.prompt_tokens),
-            tokens(turn.cached_tokens),
-            percent(turn.cached_tokens, turn.prompt_tokens),
-            tokens(turn.completion_tokens),
+            prompt,
+            cached,
+            hit,
+            output,
             bytes(turn.last_request_bytes),
             bytes(turn.last_shared_prefix_bytes),
         ));
@@ -49,11 +65,17 @@ pub fn cache_table(report: &CacheReport) -> String {
         tokens(report.completion_tokens),
         bytes(report.first_request_bytes),
     ));
+    if report.unreported_requests > 0 {
+        out.push_str(&format!(
+            "\n{} request(s): usage not reported by the provider (n/r), not in the totals; ~ marks cwcode's own estimate",
+            report.unreported_requests
+        ));
+    }
     out
 }
 
 pub fn cost_table(report: &CostReport) -> String {
-    let Some(prices) = report.prices else {
+    let Some(prices) = &report.prices else {
         return format!(
             "profile `{}` has no prices, so the cost is unknown: add \"pricing\": {{\"input_hit\": …, \
              \"input_miss\": …, \"output\": …}} (per 1M tokens) to it in config.json",
@@ -61,8 +83,8 @@ pub fn cost_table(report: &CostReport) -> String {
         );
     };
     let mut out = format!(
-        "cost on profile `{}`, per turn (per 1M tokens: input hit {}, input miss {}, output {})\n",
-        report.profile, prices.input_hit, prices.input_miss, prices.output
+        "cost on profile `{}` in {}, per turn (per 1M tokens: input hit {}, input miss {}, output {})\n",
+        report.profile, report.currency, prices.input_hit, prices.input_miss, prices.output
     );
     if report.turns.is_empty() {
         out.push_str("no turns yet: nothing spent");
@@ -95,6 +117,20 @@ pub fn cost_table(report: &CostReport) -> String {
         "",
         money(report.total)
     ));
+    out.push_str(&format!(" {}", report.currency));
+    if report.unreported_requests > 0 {
+        out.push_str(&format!(
+            "\n{} request(s): usage not reported by the provider, not in the total",
+            report.unreported_requests
+        ));
+        if let Some(estimate) = report.estimated_total {
+            out.push_str(&format!(
+                "; cwcode's own estimate for them: ~{} {}",
+                money(estimate),
+                report.currency
+            ));
+        }
+    }
     out
 }
 
@@ -158,6 +194,8 @@ mod tests {
 
     fn turn_cache(turn: u32, prompt: u64, cached: u64) -> TurnCache {
         TurnCache {
+            unreported_requests: 0,
+            estimated: None,
             turn,
             requests: 2,
             prompt_tokens: prompt,
@@ -172,6 +210,8 @@ mod tests {
     #[test]
     fn the_cache_table_has_a_row_per_turn_and_the_totals() {
         let report = CacheReport {
+            unreported_requests: 0,
+            estimated: None,
             session_id: "s".to_owned(),
             turns: vec![turn_cache(1, 5_200, 0), turn_cache(2, 5_400, 5_120)],
             prompt_tokens: 10_600,
@@ -197,6 +237,8 @@ mod tests {
     #[test]
     fn a_long_session_shows_its_last_turns() {
         let report = CacheReport {
+            unreported_requests: 0,
+            estimated: None,
             turns: (1..=25).map(|turn| turn_cache(turn, 1_000, 900)).collect(),
             ..CacheReport::default()
         };
@@ -208,9 +250,13 @@ mod tests {
     #[test]
     fn the_cost_table_or_how_to_set_prices() {
         let mut report = CostReport {
+            currency: "USD".to_owned(),
+            unreported_requests: 0,
+            estimated_total: None,
             session_id: "s".to_owned(),
             profile: "deepseek".to_owned(),
             prices: Some(PriceTable {
+                currency: "USD".to_owned(),
                 input_hit: 0.07,
                 input_miss: 0.27,
                 output: 1.1,
@@ -229,10 +275,10 @@ mod tests {
         assert_eq!(
             rows,
             [
-                "cost on profile `deepseek`, per turn (per 1M tokens: input hit 0.07, input miss 0.27, output 1.1)",
+                "cost on profile `deepseek` in USD, per turn (per 1M tokens: input hit 0.07, input miss 0.27, output 1.1)",
                 " turn  input hit input miss     output      total",
                 "    1     0.0003     0.0003     0.0002     0.0007",
-                "  all                                      0.0007",
+                "  all                                      0.0007 USD",
             ]
         );
         report.prices = None;

@@ -270,6 +270,7 @@ fn status_line_follows_a_profile_change() {
     let mut app = attached_app(now);
     let mut profiles = app.profiles.clone();
     profiles.push(cwcode_protocol::ProfileInfo {
+        key_env: None,
         name: "local".to_owned(),
         base_url: "http://localhost:11434/v1".to_owned(),
         model: "qwen3-coder".to_owned(),
@@ -530,6 +531,8 @@ fn cache_report() {
     let now = Instant::now();
     let mut app = attached_app(now);
     let turn = |turn, prompt, cached, shared| cwcode_protocol::TurnCache {
+        unreported_requests: 0,
+        estimated: None,
         turn,
         requests: 2,
         prompt_tokens: prompt,
@@ -541,6 +544,8 @@ fn cache_report() {
     };
     app.on_reply(
         Reply::Cache(cwcode_protocol::CacheReport {
+            unreported_requests: 0,
+            estimated: None,
             session_id: "0198a1b2c3d4e5f6".to_owned(),
             turns: vec![
                 turn(1, 9_800, 4_096, 20_100),

@@ -93,6 +93,28 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stats: Option<RequestStats>,
     },
+    /// A model call that ended before its answer did (the turn was cancelled, or the daemon
+    /// stopped): its text is not part of the history, but what it cost counts in the cache and
+    /// cost reports and in goal budgets.
+    #[serde(rename_all = "camelCase")]
+    CallAbandoned {
+        /// What the provider reported before the call ended; none when it reported nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        /// cwcode's own estimate when the provider reported nothing: the request's tokens and
+        /// the text streamed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        estimated_usage: Option<Usage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stats: Option<RequestStats>,
+    },
+    /// The next `assistant_message`'s tool calls were read from its text: the server (a local
+    /// vLLM or llama.cpp without a tool-call parser) left them there as `<tool_call>` blocks,
+    /// and the profile's `recover_text_tool_calls` allows reading them back.
+    #[serde(rename_all = "camelCase")]
+    ToolCallsRecovered {
+        call_ids: Vec<String>,
+    },
     /// The provider connection broke mid-answer and the request is retried: discard the partial
     /// text and reasoning streamed since the last `assistant_message`.
     StreamRestarted {

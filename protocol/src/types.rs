@@ -356,6 +356,31 @@ pub struct ProfileInfo {
     pub context_window: Option<u64>,
     /// Per 1M tokens; `None` until the user sets `pricing` on the profile.
     pub prices: Option<PriceTable>,
+    /// The environment variable the daemon reads the key from (its name, never the key), when
+    /// config.json holds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+}
+
+impl ProfileInfo {
+    /// The variable that holds this profile's key in `env` (a client's environment) while the
+    /// daemon has no key for it: a daemon started before the key was set.
+    pub fn key_only_in<'a>(&'a self, env: &dyn Fn(&str) -> Option<String>) -> Option<&'a str> {
+        let variable = self.key_env.as_deref()?;
+        (!self.has_key && env(variable).is_some_and(|key| !key.trim().is_empty()))
+            .then_some(variable)
+    }
+
+    /// What to tell the user when [`ProfileInfo::key_only_in`] found the key only on their side.
+    pub fn key_only_in_client_advice(&self, variable: &str) -> String {
+        format!(
+            "profile `{}` has no key in the running daemon, but your environment has {variable}: \
+             the daemon started without it. Run `cwcode-cli daemon stop` and try again (the next \
+             command starts the daemon with your environment), or store the key with \
+             `cwcode-cli config set-key {}`",
+            self.name, self.name
+        )
+    }
 }
 
 /// Token usage of one model call, or summed over a turn.
@@ -427,6 +452,14 @@ pub struct TurnCache {
     pub last_request_bytes: u64,
     /// How much of the last request's body equals the request before it, byte for byte.
     pub last_shared_prefix_bytes: u64,
+    /// Requests whose provider reported no usage: their tokens are not in the figures above,
+    /// which are then not the whole turn ("not reported", never a plain 0).
+    #[serde(default)]
+    pub unreported_requests: u32,
+    /// cwcode's own estimate of the unreported requests' tokens, from the bytes it sent and
+    /// received: an estimate, not the provider's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<Usage>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -441,15 +474,40 @@ pub struct CacheReport {
     pub hit_ratio: f64,
     /// The session's first request body: system prompt plus tool definitions plus the prompt.
     pub first_request_bytes: u64,
+    /// Requests over the session whose provider reported no usage (see [`TurnCache`]).
+    #[serde(default)]
+    pub unreported_requests: u32,
+    /// cwcode's own estimate of those requests' tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<Usage>,
 }
 
 /// Prices per million tokens, in the currency the profile's table uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PriceTable {
     pub input_hit: f64,
     pub input_miss: f64,
     pub output: f64,
+    /// The profile's `pricing.currency`, e.g. "USD" (the default) or "CNY".
+    #[serde(default = "default_currency")]
+    pub currency: String,
+}
+
+impl Default for PriceTable {
+    fn default() -> Self {
+        Self {
+            input_hit: 0.0,
+            input_miss: 0.0,
+            output: 0.0,
+            currency: default_currency(),
+        }
+    }
+}
+
+/// What a price table without a currency is in.
+pub fn default_currency() -> String {
+    "USD".to_owned()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -470,7 +528,18 @@ pub struct CostReport {
     /// `None` when the profile has no price table: set `pricing` in config.json.
     pub prices: Option<PriceTable>,
     pub turns: Vec<TurnCost>,
+    /// The provider-reported tokens priced; see `estimatedTotal` for the rest.
     pub total: f64,
+    /// The currency of every figure here: the price table's (`USD` without one).
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    /// Requests whose provider reported no usage: not in `total`.
+    #[serde(default)]
+    pub unreported_requests: u32,
+    /// cwcode's own estimate of what those requests cost, when there are prices: an estimate,
+    /// not a bill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_total: Option<f64>,
 }
 
 /// One prompt's checkpoint: what `/rewind` without a number lists.
@@ -684,4 +753,39 @@ pub struct GoalStatus {
     pub stop_reason: Option<String>,
     /// The plain-language account of the loop.
     pub summary: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_only_the_client_has_is_named_with_both_fixes() {
+        let profile = ProfileInfo {
+            name: "deepseek-v4-pro".to_owned(),
+            base_url: String::new(),
+            model: String::new(),
+            has_key: false,
+            is_default: true,
+            context_window: None,
+            prices: None,
+            key_env: Some("DEEPSEEK_API_KEY".to_owned()),
+        };
+        let client_env = |name: &str| (name == "DEEPSEEK_API_KEY").then(|| "sk-x".to_owned());
+        let variable = profile.key_only_in(&client_env);
+        assert_eq!(variable, Some("DEEPSEEK_API_KEY"));
+        let advice = profile.key_only_in_client_advice("DEEPSEEK_API_KEY");
+        assert!(advice.contains("cwcode-cli daemon stop"), "{advice}");
+        assert!(
+            advice.contains("cwcode-cli config set-key deepseek-v4-pro"),
+            "{advice}"
+        );
+        assert!(!advice.contains("sk-x"));
+        assert_eq!(profile.key_only_in(&|_| None), None, "unset on both sides");
+        let keyed = ProfileInfo {
+            has_key: true,
+            ..profile
+        };
+        assert_eq!(keyed.key_only_in(&client_env), None, "the daemon has it");
+    }
 }

@@ -471,3 +471,55 @@ pub fn edit_line_as_read(
         )])
     }
 }
+
+/// What vLLM streams for a Hermes- or Qwen-style model served without `--tool-call-parser`:
+/// the calls arrive as `<tool_call>` text in the content, a few characters a chunk, and the
+/// answer finishes with `stop` and no `tool_calls` at all.
+pub fn tool_calls_in_text(before: &str, calls: &[(&str, Value)]) -> Reply {
+    let mut content = before.to_owned();
+    for (name, arguments) in calls {
+        let call = json!({"name": name, "arguments": arguments});
+        content.push_str(&format!("\n<tool_call>\n{call}\n</tool_call>"));
+    }
+    let mut frames = vec![data(&chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))];
+    let characters: Vec<char> = content.chars().collect();
+    for piece in characters.chunks(7) {
+        let piece: String = piece.iter().collect();
+        frames.push(data(&chunk(json!({"content": piece}), None)));
+    }
+    frames.extend(closing("stop"));
+    Reply::Stream {
+        frames,
+        answer: format!(
+            r#"{{"role":"assistant","content":{}}}"#,
+            Value::from(content)
+        ),
+    }
+}
+
+/// A tool call whose arguments were cut off at the output limit, as servers send it: the
+/// arguments stop mid-string and the answer finishes with `length`.
+pub fn cut_off_tool_call(id: &str, name: &str, arguments_start: &str) -> Reply {
+    let mut frames = vec![data(&chunk(
+        json!({"role": "assistant", "content": null}),
+        None,
+    ))];
+    frames.push(data(&chunk(
+        json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                               "function": {"name": name, "arguments": arguments_start}}]}),
+        None,
+    )));
+    frames.extend(closing("length"));
+    Reply::Stream {
+        frames,
+        answer: format!(
+            r#"{{"role":"assistant","content":"","tool_calls":[{{"id":{},"type":"function","function":{{"name":{},"arguments":{}}}}}]}}"#,
+            Value::from(id),
+            Value::from(name),
+            Value::from(arguments_start)
+        ),
+    }
+}

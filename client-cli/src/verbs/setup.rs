@@ -14,6 +14,11 @@ pub async fn doctor(json: bool) -> anyhow::Result<ExitCode> {
         print_json(&report)?;
     } else {
         print!("{}", render::doctor(&report));
+        for profile in &report.profiles {
+            if let Some(variable) = profile.key_only_in(&|name| std::env::var(name).ok()) {
+                println!("[FIX] {}", profile.key_only_in_client_advice(variable));
+            }
+        }
     }
     let healthy = report.config_error.is_none()
         && report.default_profile.is_some()

@@ -185,8 +185,12 @@ fn cache_and_cost_are_asked_for_and_shown_in_the_transcript() {
     ));
     app.on_reply(
         Reply::Cache(CacheReport {
+            unreported_requests: 0,
+            estimated: None,
             session_id: "s".to_owned(),
             turns: vec![TurnCache {
+                unreported_requests: 0,
+                estimated: None,
                 turn: 1,
                 requests: 1,
                 prompt_tokens: 2_000,
@@ -206,6 +210,9 @@ fn cache_and_cost_are_asked_for_and_shown_in_the_transcript() {
     );
     app.on_reply(
         Reply::Cost(CostReport {
+            currency: "USD".to_owned(),
+            unreported_requests: 0,
+            estimated_total: None,
             session_id: "s".to_owned(),
             profile: "local".to_owned(),
             prices: None,

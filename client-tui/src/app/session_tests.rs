@@ -23,6 +23,7 @@ fn new_app(now: Instant) -> App {
             is_default: true,
             context_window: None,
             prices: None,
+            key_env: None,
         }]),
         now,
     );

@@ -500,6 +500,7 @@ fn app_with_two_profiles(now: Instant) -> App {
     let mut app = attached_app(now);
     let mut profiles = app.profiles.clone();
     profiles.push(ProfileInfo {
+        key_env: None,
         name: "local".to_owned(),
         base_url: "http://localhost:11434/v1".to_owned(),
         model: "qwen3-coder".to_owned(),

@@ -90,6 +90,20 @@ impl Transcript {
                 }
                 self.end_answer();
             }
+            EventKind::ToolCallsRecovered { call_ids } => {
+                // The streamed text held the calls as tags; the answer that follows holds the
+                // rest of it, so it replaces what streamed.
+                if let Some(index) = self.answer.take() {
+                    self.remove(index);
+                }
+                self.note(
+                    format!(
+                        "{} tool call(s) read from the answer's text (the server left them there)",
+                        call_ids.len()
+                    ),
+                    Tone::Warn,
+                );
+            }
             EventKind::StreamRestarted { reason } => {
                 // What streamed since the last complete answer is void; the retry streams anew.
                 let mut void: Vec<usize> = self.answer.into_iter().chain(self.reasoning).collect();
@@ -287,6 +301,7 @@ impl Transcript {
             // Shown elsewhere (the status line, the todo list, the app's own note on a profile
             // switch), meant for the model only, or not for this subscriber's transcript.
             EventKind::ModeNotice { .. }
+            | EventKind::CallAbandoned { .. }
             | EventKind::FilesChanged { .. }
             | EventKind::TodoUpdated { .. }
             | EventKind::ToolOutputSpilled { .. }

@@ -495,6 +495,23 @@ async fn converse(
                     delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                     reason,
                 },
+                StreamEvent::ToolCallsRecovered { call_ids } => {
+                    EventKind::ToolCallsRecovered { call_ids }
+                }
+                // A budget counts what an unfinished answer cost too, estimated if unreported.
+                StreamEvent::Abandoned {
+                    usage: billed,
+                    estimated,
+                } => {
+                    if let Some(spent) = billed.or(estimated) {
+                        usage.add(&spent);
+                    }
+                    EventKind::CallAbandoned {
+                        usage: billed,
+                        estimated_usage: estimated,
+                        stats: Some(stats),
+                    }
+                }
             };
             // Deltas are coalesced; a restart flushes the text before it first.
             if let Err(error) = env.log.publish_delta(kind) {

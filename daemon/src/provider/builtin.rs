@@ -49,6 +49,7 @@ fn deepseek_v4_pro() -> Profile {
             input_hit: 0.003_625,
             input_miss: 0.435,
             output: 0.87,
+            currency: "USD".to_owned(),
         }),
         ..Profile::new("https://api.deepseek.com", "deepseek-v4-pro")
     }
@@ -94,14 +95,17 @@ fn kimi_for_coding() -> Profile {
 }
 
 /// `vllm serve` on its default port: no key, the model and its window read from `/v1/models`.
-/// Local inference bills nothing.
+/// Local inference bills nothing. A server started without `--tool-call-parser` leaves a Qwen or
+/// Hermes model's calls in the text, so they are read from there.
 fn local_vllm() -> Profile {
     Profile {
         kind: ProviderKind::Vllm,
+        recover_text_tool_calls: true,
         pricing: Some(Pricing {
             input_hit: 0.0,
             input_miss: 0.0,
             output: 0.0,
+            currency: "USD".to_owned(),
         }),
         ..Profile::new("http://127.0.0.1:8000/v1", "")
     }
@@ -123,6 +127,17 @@ mod tests {
             let remote = !profile.base_url.starts_with("http://127.0.0.1");
             assert_eq!(profile.api_key_env.is_some(), remote, "{name}");
             assert!(profile.api_key.is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_the_local_server_reads_tool_calls_from_the_text() {
+        for (name, profile) in profiles() {
+            assert_eq!(
+                profile.recover_text_tool_calls,
+                name == "local-vllm",
+                "{name}"
+            );
         }
     }
 }

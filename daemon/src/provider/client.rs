@@ -24,10 +24,13 @@ use super::config::RESERVED_BODY_FIELDS;
 use super::profile::{KeySource, Profile, ProviderKind, ReasoningHistory, ResolvedKey};
 use super::quirks::{self, ServedModel};
 use super::retry::{self, RetryPolicy};
-use super::sse::ChunkAccumulator;
+use super::sse::{self, ChunkAccumulator};
+use super::text_tool_calls;
+use super::tokens::{estimate_request_tokens, estimate_text_tokens};
 use super::{ChatRequest, Completion, ProviderError, StreamDelta, StreamEvent};
+use cwcode_protocol::Usage;
 use endpoints::{Endpoints, default_headers};
-use errors::{error_chain, no_chunk_error, provider_error_text, stream_error};
+use errors::{error_chain, provider_error_text, stream_error};
 use wire::{RequestBody, StreamOptions, WireMessage, WireTool};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,6 +62,19 @@ pub struct Provider {
     idle_timeout: Duration,
     request_timeout: Duration,
     retry: RetryPolicy,
+    /// The profile's `recover_text_tool_calls`.
+    recover_text_tool_calls: bool,
+}
+
+/// What the current attempt has received, so that a cancelled call can say what it cost.
+#[derive(Debug, Default)]
+struct Received {
+    /// The provider accepted the request (a 2xx came back): from here on it bills.
+    accepted: bool,
+    /// The usage the stream reported so far.
+    usage: Option<Usage>,
+    /// An estimate of the text streamed so far.
+    output_tokens: u64,
 }
 
 /// One failed attempt, with the wait the provider asked for before the next.
@@ -165,6 +181,7 @@ impl Provider {
                 max_retries: profile.limits.max_attempts.saturating_sub(1),
                 ..RetryPolicy::default()
             },
+            recover_text_tool_calls: profile.recover_text_tool_calls,
         })
     }
 
@@ -245,6 +262,7 @@ impl Provider {
             })?;
         if !status.is_success() {
             return Err(ProviderError::Status {
+                profile: self.profile_name.clone(),
                 url: url.to_string(),
                 status: status.as_u16(),
                 body: provider_error_text(
@@ -308,20 +326,34 @@ impl Provider {
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Completion, ProviderError> {
-        tokio::select! {
+        let mut received = Received::default();
+        let result = tokio::select! {
             biased;
             () = cancel.cancelled() => Err(ProviderError::Cancelled),
             result = tokio::time::timeout(
                 self.request_timeout,
-                self.call_with_retries(request, on_event),
+                self.call_with_retries(request, on_event, &mut received),
             ) => result.unwrap_or(Err(ProviderError::RequestTimeout(self.request_timeout.as_secs()))),
+        };
+        // The provider bills a request it accepted even when the answer is never read to its end.
+        if matches!(result, Err(ProviderError::Cancelled)) && received.accepted {
+            on_event(StreamEvent::Abandoned {
+                usage: received.usage,
+                estimated: received.usage.is_none().then(|| Usage {
+                    prompt_tokens: estimate_request_tokens(request),
+                    completion_tokens: received.output_tokens,
+                    cached_tokens: 0,
+                }),
+            });
         }
+        result
     }
 
     async fn call_with_retries(
         &self,
         request: ChatRequest<'_>,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
+        received: &mut Received,
     ) -> Result<Completion, ProviderError> {
         let mut body = None;
         let mut retry = 0;
@@ -336,12 +368,13 @@ impl Provider {
                         delivered = true;
                         on_event(StreamEvent::Delta(delta));
                     };
-                    self.attempt(body, &mut on_delta).await
+                    *received = Received::default();
+                    self.attempt(body, &mut on_delta, received).await
                 }
                 Err(error) => Err(Failure::from(error)),
             };
             let failure = match result {
-                Ok(completion) => return Ok(completion),
+                Ok(completion) => return Ok(self.finish(completion, body.as_deref(), on_event)),
                 Err(failure) => failure,
             };
             if !failure.error.is_retryable() {
@@ -378,16 +411,48 @@ impl Provider {
         }
     }
 
+    /// Where the profile allows it, moves the calls a server left in the text into the tool
+    /// calls, announcing them. Their ids come from a hash of the request, unique in the session
+    /// because every request extends the history with the answer before it.
+    fn finish(
+        &self,
+        mut completion: Completion,
+        body: Option<&[u8]>,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Completion {
+        if self.recover_text_tool_calls {
+            let prefix = format!("text_call_{:016x}_", text_tool_calls::request_hash(body));
+            if text_tool_calls::recover_text_tool_calls(&mut completion.message, &prefix) > 0 {
+                tracing::info!(
+                    profile = %self.profile_name,
+                    calls = completion.message.tool_calls.len(),
+                    "recovered tool calls the server left in the text"
+                );
+                on_event(StreamEvent::ToolCallsRecovered {
+                    call_ids: completion
+                        .message
+                        .tool_calls
+                        .iter()
+                        .map(|call| call.id.clone())
+                        .collect(),
+                });
+            }
+        }
+        completion
+    }
+
     /// One POST and its whole stream. It keeps no state between calls, so a retry is calling it
     /// again with the same body.
     async fn attempt(
         &self,
         body: Bytes,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        received: &mut Received,
     ) -> Result<Completion, Failure> {
         let response = self.post(body).await?;
         let response = self.check_status(response).await?;
-        Ok(self.read_stream(response, on_delta).await?)
+        received.accepted = true;
+        Ok(self.read_stream(response, on_delta, received).await?)
     }
 
     async fn post(&self, body: Bytes) -> Result<reqwest::Response, ProviderError> {
@@ -455,6 +520,7 @@ impl Provider {
             };
         }
         ProviderError::Status {
+            profile: self.profile_name.clone(),
             url: self.endpoint.to_string(),
             status,
             body,
@@ -465,6 +531,7 @@ impl Provider {
         &self,
         response: reqwest::Response,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        received: &mut Received,
     ) -> Result<Completion, ProviderError> {
         let mut body_start = Vec::new();
         let mut accumulator = ChunkAccumulator::default();
@@ -474,10 +541,10 @@ impl Provider {
                 body_start.extend_from_slice(&read[..room.min(read.len())]);
             }
         });
-        self.read_events(bytes.eventsource(), &mut accumulator, on_delta)
+        self.read_events(bytes.eventsource(), &mut accumulator, on_delta, received)
             .await?;
         if !accumulator.has_chunks() {
-            return Err(no_chunk_error(&body_start));
+            return Err(self.no_chunk_error(&body_start));
         }
         accumulator.finish()
     }
@@ -489,6 +556,7 @@ impl Provider {
         events: impl Stream<Item = Result<Event, EventStreamError<reqwest::Error>>>,
         accumulator: &mut ChunkAccumulator,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+        received: &mut Received,
     ) -> Result<(), ProviderError> {
         let mut events = pin!(events);
         while !accumulator.is_done() {
@@ -509,10 +577,27 @@ impl Provider {
                 )));
             }
             for delta in accumulator.push(&event.data)? {
+                let (StreamDelta::Content(text) | StreamDelta::Reasoning(text)) = &delta;
+                received.output_tokens += estimate_text_tokens(text);
                 on_delta(delta);
             }
+            received.usage = accumulator.usage();
         }
         Ok(())
+    }
+
+    /// A 200 whose body held no chunk: the server answered, wrongly, and would again.
+    fn no_chunk_error(&self, body_start: &[u8]) -> ProviderError {
+        if body_start.iter().all(u8::is_ascii_whitespace) {
+            return ProviderError::EmptyAnswer {
+                profile: self.profile_name.clone(),
+                url: self.endpoint.to_string(),
+            };
+        }
+        ProviderError::Protocol(format!(
+            "the answer held no chat completion chunk; it began: {}",
+            sse::excerpt(&String::from_utf8_lossy(body_start), sse::EXCERPT_CHARS)
+        ))
     }
 
     fn idle_timeout_error(&self) -> ProviderError {

@@ -114,7 +114,10 @@ async fn a_non_retryable_error_status_carries_the_provider_text_without_the_key(
     assert!(!format!("{provider:?}").contains("sk-test"));
     let (result, deltas) = complete(&provider, &CancellationToken::new()).await;
     assert!(deltas.is_empty());
-    let Err(ProviderError::Status { status, body, url }) = &result else {
+    let Err(ProviderError::Status {
+        status, body, url, ..
+    }) = &result
+    else {
         panic!("expected a status error, got {result:?}");
     };
     assert_eq!(*status, 404);
@@ -307,12 +310,50 @@ async fn a_stream_that_ends_without_finishing_restarts_then_gives_up() {
 }
 
 #[tokio::test]
-async fn an_empty_200_body_is_an_error() {
-    let (result, _) = complete_against(Vec::new(), json!({})).await;
+async fn an_empty_200_body_is_an_error_naming_the_provider_and_not_retried() {
+    let (base_url, state) = fake_server(StatusCode::OK, Vec::new()).await;
+    let (result, _) = complete(
+        &provider(json!({"base_url": base_url})),
+        &CancellationToken::new(),
+    )
+    .await;
     assert!(
-        matches!(&result, Err(ProviderError::GaveUp { last, .. })
-            if matches!(&**last, ProviderError::Stream(text) if text.contains("empty body"))),
+        matches!(&result, Err(ProviderError::EmptyAnswer { .. })),
         "{result:?}"
+    );
+    let text = result.unwrap_err().to_string();
+    assert!(text.contains("profile `test`"), "{text}");
+    assert!(text.contains("empty body"), "{text}");
+    assert!(!text.contains("network"), "{text}");
+    assert_eq!(state.count(Method::POST), 1, "not retried");
+}
+
+#[tokio::test]
+async fn a_400_is_not_retried_and_names_the_profile_but_a_408_is_retried() {
+    let (base_url, state) = serve(vec![Reply::status(
+        400,
+        "{\"error\":{\"message\":\"bad field\"}}",
+    )])
+    .await;
+    let (result, _) = complete(
+        &provider(json!({"base_url": base_url})),
+        &CancellationToken::new(),
+    )
+    .await;
+    let text = result.unwrap_err().to_string();
+    assert!(text.starts_with("profile `test`:"), "{text}");
+    assert!(text.contains("bad field"), "{text}");
+    assert!(!text.contains("network"), "{text}");
+    assert_eq!(state.count(Method::POST), 1, "a 400 is not retried");
+
+    assert!(
+        ProviderError::Status {
+            profile: "p".into(),
+            url: "u".into(),
+            status: 408,
+            body: String::new(),
+        }
+        .is_retryable()
     );
 }
 

@@ -278,16 +278,6 @@ async fn complete(
     (result, deltas)
 }
 
-async fn complete_against(
-    steps: Vec<Step>,
-    settings: Value,
-) -> (Result<Completion, ProviderError>, Vec<StreamDelta>) {
-    let (base_url, _) = fake_server(StatusCode::OK, steps).await;
-    let mut settings = settings;
-    settings["base_url"] = json!(base_url);
-    complete(&provider(settings), &CancellationToken::new()).await
-}
-
 const FIRST_CHUNK: &str =
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
 const WHOLE_ANSWER: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello there.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";

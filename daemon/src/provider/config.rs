@@ -394,6 +394,7 @@ struct ProfileFields {
     #[serde(default, deserialize_with = "deserialize_max_attempts")]
     max_attempts: Option<u64>,
     embeddings_model: Option<String>,
+    recover_text_tool_calls: Option<bool>,
 }
 
 impl ProfileFields {
@@ -416,6 +417,7 @@ impl ProfileFields {
             request_timeout_secs,
             max_attempts,
             embeddings_model,
+            recover_text_tool_calls,
         } = self;
         replace(&mut profile.base_url, base_url);
         replace(&mut profile.model, model);
@@ -427,6 +429,10 @@ impl ProfileFields {
         profile.max_output_tokens = max_output_tokens.or(profile.max_output_tokens);
         replace(&mut profile.reasoning_history, reasoning_history);
         replace(&mut profile.edit_tools, edit_tools);
+        replace(
+            &mut profile.recover_text_tool_calls,
+            recover_text_tool_calls,
+        );
         profile.pricing = pricing.or(profile.pricing);
         profile.embeddings_model = embeddings_model
             .filter(|model| !model.trim().is_empty())

@@ -68,7 +68,17 @@ fn loads_every_profile_field() {
     assert_eq!(full.max_output_tokens, Some(8192));
     assert_eq!(full.reasoning_history, ReasoningHistory::Keep);
     assert_eq!(full.edit_tools, EditTools::Hashline);
-    assert_eq!(full.pricing.map(|pricing| pricing.output), Some(0.42));
+    assert_eq!(
+        full.pricing.as_ref().map(|pricing| pricing.output),
+        Some(0.42)
+    );
+    assert_eq!(
+        full.pricing
+            .as_ref()
+            .map(|pricing| pricing.currency.as_str()),
+        Some("USD"),
+        "USD unless the profile says otherwise"
+    );
     assert_eq!(full.request_extra["temperature"], 0.2);
     assert_eq!(config.default_profile_name(), Some("local"));
     assert_eq!(config.profile_names().count(), 7);
@@ -544,5 +554,43 @@ fn mcp_servers_are_read_and_a_bad_one_is_named() {
     assert!(
         error.contains("mcp_servers.bad") && error.contains("not both"),
         "{error}"
+    );
+}
+
+#[test]
+fn reading_tool_calls_from_the_text_is_set_per_profile() {
+    let config = load_text(
+        r#"{"profiles": {
+            "local-vllm": {"recover_text_tool_calls": false},
+            "mine": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "recover_text_tool_calls": true}
+        }}"#,
+    )
+    .unwrap();
+    assert!(
+        !config
+            .profile("local-vllm")
+            .unwrap()
+            .recover_text_tool_calls
+    );
+    assert!(config.profile("mine").unwrap().recover_text_tool_calls);
+    assert!(
+        !config
+            .profile("deepseek-v4-pro")
+            .unwrap()
+            .recover_text_tool_calls
+    );
+}
+
+#[test]
+fn a_price_table_may_name_its_currency() {
+    let config = load_text(
+        r#"{"profiles": {"deepseek-v4-pro": {"pricing":
+            {"input_hit": 0.2, "input_miss": 2, "output": 3, "currency": "CNY"}}}}"#,
+    )
+    .unwrap();
+    let pricing = config.profile("deepseek-v4-pro").unwrap().pricing.as_ref();
+    assert_eq!(
+        pricing.map(|pricing| pricing.currency.as_str()),
+        Some("CNY")
     );
 }

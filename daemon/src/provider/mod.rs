@@ -13,6 +13,7 @@ mod retry;
 mod sse;
 #[cfg(test)]
 mod sse_props;
+mod text_tool_calls;
 mod tokens;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,10 @@ pub use goal_hooks::{GoalDefaults, HookEvent, Hooks, MAX_VERIFY_TIMEOUT_SECS};
 const USER_AGENT: &str = concat!("cwcode/", env!("CARGO_PKG_VERSION"));
 pub use profile::{EditTools, KeySource, Pricing, Profile, ProviderKind, ReasoningHistory};
 pub use retry::{CallLimits, RetryPolicy};
-pub use tokens::{estimate_request_tokens, estimate_tokens, shared_prefix_len};
+pub use tokens::{
+    estimate_body_tokens, estimate_request_tokens, estimate_text_tokens, estimate_tokens,
+    shared_prefix_len,
+};
 
 /// What the turn loop asks of a model: the HTTP [`Provider`] in the daemon, a scripted one in the
 /// agent's tests. Only what the loop needs: the profile facts it decides on, the exact body it
@@ -163,6 +167,18 @@ pub enum StreamEvent {
         delay: Duration,
         reason: String,
     },
+    /// The finished answer's tool calls were read from its text, where a server without a
+    /// tool-call parser left them (the profile's `recover_text_tool_calls`).
+    ToolCallsRecovered {
+        call_ids: Vec<String>,
+    },
+    /// The call was cancelled after its request reached the provider: what the provider
+    /// reported billing so far, or else cwcode's estimate (the request and the text streamed).
+    /// Sent just before the call ends with [`ProviderError::Cancelled`].
+    Abandoned {
+        usage: Option<Usage>,
+        estimated: Option<Usage>,
+    },
 }
 
 /// The accumulated answer of one model call.
@@ -189,8 +205,9 @@ pub enum ProviderError {
     HttpClient(String),
     #[error("cannot reach {url}: {reason}")]
     Connect { url: String, reason: String },
-    #[error("{}", status_message(url, *status, body))]
+    #[error("{}", status_message(profile, url, *status, body))]
     Status {
+        profile: String,
         url: String,
         status: u16,
         body: String,
@@ -226,6 +243,14 @@ pub enum ProviderError {
     ReasoningMustBeKept { profile: String, body: String },
     #[error("the provider stream broke: {0}")]
     Stream(String),
+    /// A 200 with nothing in it: the server is up and answered, so asking again would get the
+    /// same nothing; it is not a network fault.
+    #[error(
+        "profile `{profile}`: {url} answered 200 with an empty body instead of a chat completion \
+         stream. Check the profile's base_url (it should end in /v1 or the provider's API path) \
+         and model, or ask the provider"
+    )]
+    EmptyAnswer { profile: String, url: String },
     #[error("the provider sent nothing for {0} s")]
     IdleTimeout(u64),
     /// The call as a whole, retries included, ran past the profile's `request_timeout_secs`.
@@ -250,7 +275,9 @@ impl ProviderError {
     /// connections. Everything else would fail the same way again.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ProviderError::Status { status, .. } => *status == 429 || is_retryable_5xx(*status),
+            ProviderError::Status { status, .. } => {
+                matches!(status, 408 | 429) || is_retryable_5xx(*status)
+            }
             ProviderError::Connect { .. }
             | ProviderError::Stream(_)
             | ProviderError::IdleTimeout(_) => true,
@@ -264,9 +291,9 @@ fn is_retryable_5xx(status: u16) -> bool {
     (500..600).contains(&status) && status != 501 && status != 505
 }
 
-fn status_message(url: &str, status: u16, body: &str) -> String {
+fn status_message(profile: &str, url: &str, status: u16, body: &str) -> String {
     then_advice(
-        &format!("{url} answered HTTP {status}: {body}"),
+        &format!("profile `{profile}`: {url} answered HTTP {status}: {body}"),
         status_advice(status),
     )
 }
@@ -282,15 +309,19 @@ fn gave_up_message(attempts: u32, last: &ProviderError) -> String {
 /// What the user can do about an error status, appended to the provider's own text.
 fn status_advice(status: u16) -> &'static str {
     match status {
-        400 | 422 => "The provider refused the request as malformed",
+        400 | 422 => {
+            "The provider refused this request and would refuse it again: check the profile's \
+             model and request_extra, or report it with `cwcode-cli doctor`'s output"
+        }
         404 => "Check the profile's base_url and model",
-        408 => "The provider timed out: send again",
+        408 => "The provider timed out waiting for the request: send again",
         413 => "The request is too large for the provider: compact the session (/compact)",
         429 => "The provider is rate-limiting this key: wait a minute and send again",
         _ if is_retryable_5xx(status) => {
             "The provider is failing or overloaded: send again in a few minutes, or switch to \
              another profile"
         }
+        400..500 => "The provider refused the request; sending it again would not help",
         _ => "",
     }
 }

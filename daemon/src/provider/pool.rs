@@ -145,6 +145,10 @@ impl Pool {
                     is_default: default == Some(name),
                     context_window: profile.context_window,
                     prices: profile.pricing.as_ref().map(Into::into),
+                    key_env: profile
+                        .api_key_env
+                        .clone()
+                        .filter(|_| profile.api_key.is_none()),
                 })
             })
             .collect()

@@ -31,6 +31,9 @@ pub struct Profile {
     pub limits: CallLimits,
     /// The model of the endpoint's `/embeddings`, for memory's vectors; none: words only.
     pub embeddings_model: Option<String>,
+    /// Reads `<tool_call>{…}</tool_call>` blocks that a server without a tool-call parser left
+    /// in the content as the calls they are (see `text_tool_calls`).
+    pub recover_text_tool_calls: bool,
 }
 
 /// Which endpoint family the profile talks to, for the quirks that set it apart from the common
@@ -71,13 +74,15 @@ pub enum EditTools {
     Both,
 }
 
-/// Prices per million tokens, in whatever currency the user thinks in.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// Prices per million tokens, in `currency` (USD unless the profile says otherwise).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pricing {
     pub input_hit: f64,
     pub input_miss: f64,
     pub output: f64,
+    #[serde(default = "cwcode_protocol::default_currency")]
+    pub currency: String,
 }
 
 impl From<&Pricing> for cwcode_protocol::PriceTable {
@@ -86,6 +91,7 @@ impl From<&Pricing> for cwcode_protocol::PriceTable {
             input_hit: pricing.input_hit,
             input_miss: pricing.input_miss,
             output: pricing.output,
+            currency: pricing.currency.clone(),
         }
     }
 }
@@ -144,6 +150,7 @@ impl Profile {
             request_extra: Map::new(),
             limits: CallLimits::default(),
             embeddings_model: None,
+            recover_text_tool_calls: false,
         }
     }
 
@@ -198,6 +205,7 @@ impl fmt::Debug for Profile {
             .field("request_extra", &self.request_extra)
             .field("limits", &self.limits)
             .field("embeddings_model", &self.embeddings_model)
+            .field("recover_text_tool_calls", &self.recover_text_tool_calls)
             .finish()
     }
 }

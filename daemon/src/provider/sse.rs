@@ -75,6 +75,11 @@ impl ChunkAccumulator {
         self.finish_reason.is_some()
     }
 
+    /// The usage reported so far: some servers send it before the answer ends.
+    pub fn usage(&self) -> Option<Usage> {
+        merge_timings(self.usage, self.timings_usage)
+    }
+
     pub fn has_chunks(&self) -> bool {
         self.chunk_count > 0
     }

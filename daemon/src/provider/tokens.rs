@@ -45,6 +45,17 @@ pub fn estimate_request_tokens(request: ChatRequest<'_>) -> u64 {
         + request.tools.iter().map(tool_tokens).sum::<u64>()
 }
 
+/// The tokens of a request body of `bytes` bytes, when only its size is known: JSON and code
+/// run at about four bytes a token.
+pub fn estimate_body_tokens(bytes: u64) -> u64 {
+    bytes.div_ceil(4)
+}
+
+/// The tokens of streamed text, for an answer the provider reported no usage for.
+pub fn estimate_text_tokens(text: &str) -> u64 {
+    text_tokens(text)
+}
+
 fn tool_tokens(tool: &FunctionSpec) -> u64 {
     MESSAGE_OVERHEAD
         + text_tokens(&tool.name)

@@ -1,8 +1,11 @@
 //! Token and cost accounting from the journal: what `/cache` and `/cost` show.
 
 use cwcode_protocol::{
-    CacheReport, CostReport, Event, EventKind, PriceTable, TurnCache, TurnCost, Usage,
+    CacheReport, CostReport, Event, EventKind, PriceTable, RequestStats, TurnCache, TurnCost,
+    Usage, default_currency,
 };
+
+use crate::provider::{AssistantMessage, Message, estimate_body_tokens, estimate_tokens};
 
 fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -24,7 +27,13 @@ pub fn cache_report(session_id: &str, events: &[Event]) -> CacheReport {
                 turn: *turn,
                 ..TurnCache::default()
             }),
-            EventKind::AssistantMessage { usage, stats, .. } => {
+            EventKind::AssistantMessage {
+                content,
+                reasoning,
+                tool_calls,
+                usage,
+                stats,
+            } => {
                 let Some(turn) = report.turns.last_mut() else {
                     continue;
                 };
@@ -32,19 +41,43 @@ pub fn cache_report(session_id: &str, events: &[Event]) -> CacheReport {
                 // its requests have a prefix of their own: the session's prefix figures are the
                 // main conversation's.
                 let nested = event.parent_call_id.is_some();
-                if let Some(stats) = stats.as_ref().filter(|_| !nested) {
-                    turn.requests += 1;
-                    turn.last_request_bytes = stats.request_bytes;
-                    turn.last_shared_prefix_bytes = stats.shared_prefix_bytes;
-                    if report.first_request_bytes == 0 {
-                        report.first_request_bytes = stats.request_bytes;
+                count_request(
+                    turn,
+                    &mut report.first_request_bytes,
+                    stats.as_ref().filter(|_| !nested),
+                );
+                match usage {
+                    Some(usage) => add_reported(turn, usage),
+                    None => {
+                        let answer = Message::Assistant(AssistantMessage {
+                            content: content.clone(),
+                            reasoning: reasoning.clone(),
+                            tool_calls: tool_calls.clone(),
+                        });
+                        add_estimate(
+                            turn,
+                            &Usage {
+                                prompt_tokens: stats
+                                    .map_or(0, |stats| estimate_body_tokens(stats.request_bytes)),
+                                completion_tokens: estimate_tokens(&answer),
+                                cached_tokens: 0,
+                            },
+                        );
                     }
                 }
-                if let Some(usage) = usage {
-                    turn.prompt_tokens += usage.prompt_tokens;
-                    turn.cached_tokens += usage.cached_tokens;
-                    turn.completion_tokens += usage.completion_tokens;
-                    turn.hit_ratio = ratio(turn.cached_tokens, turn.prompt_tokens);
+            }
+            EventKind::CallAbandoned {
+                usage,
+                estimated_usage,
+                stats,
+            } => {
+                let Some(turn) = report.turns.last_mut() else {
+                    continue;
+                };
+                count_request(turn, &mut report.first_request_bytes, stats.as_ref());
+                match (usage, estimated_usage) {
+                    (Some(usage), _) => add_reported(turn, usage),
+                    (None, estimate) => add_estimate(turn, &estimate.unwrap_or_default()),
                 }
             }
             _ => {}
@@ -54,9 +87,48 @@ pub fn cache_report(session_id: &str, events: &[Event]) -> CacheReport {
         report.prompt_tokens += turn.prompt_tokens;
         report.cached_tokens += turn.cached_tokens;
         report.completion_tokens += turn.completion_tokens;
+        report.unreported_requests += turn.unreported_requests;
+        if let Some(estimate) = &turn.estimated {
+            report
+                .estimated
+                .get_or_insert_with(Usage::default)
+                .add(estimate);
+        }
     }
     report.hit_ratio = ratio(report.cached_tokens, report.prompt_tokens);
     report
+}
+
+fn count_request(
+    turn: &mut TurnCache,
+    first_request_bytes: &mut u64,
+    stats: Option<&RequestStats>,
+) {
+    let Some(stats) = stats else {
+        return;
+    };
+    turn.requests += 1;
+    turn.last_request_bytes = stats.request_bytes;
+    turn.last_shared_prefix_bytes = stats.shared_prefix_bytes;
+    if *first_request_bytes == 0 {
+        *first_request_bytes = stats.request_bytes;
+    }
+}
+
+fn add_reported(turn: &mut TurnCache, usage: &Usage) {
+    turn.prompt_tokens += usage.prompt_tokens;
+    turn.cached_tokens += usage.cached_tokens;
+    turn.completion_tokens += usage.completion_tokens;
+    turn.hit_ratio = ratio(turn.cached_tokens, turn.prompt_tokens);
+}
+
+/// A request the provider reported nothing for: counted as such, with cwcode's estimate kept
+/// apart from the reported figures.
+fn add_estimate(turn: &mut TurnCache, estimate: &Usage) {
+    turn.unreported_requests += 1;
+    turn.estimated
+        .get_or_insert_with(Usage::default)
+        .add(estimate);
 }
 
 /// What `usage` costs at `prices` (per million tokens): cached prompt tokens at the hit price,
@@ -80,7 +152,7 @@ pub fn price(turn: u32, usage: &Usage, prices: &PriceTable) -> TurnCost {
 
 /// Prices a cache report with a profile's table (per million tokens).
 pub fn cost_report(cache: &CacheReport, profile: &str, prices: Option<PriceTable>) -> CostReport {
-    let turns: Vec<TurnCost> = match prices {
+    let turns: Vec<TurnCost> = match &prices {
         None => Vec::new(),
         Some(prices) => cache
             .turns
@@ -91,16 +163,25 @@ pub fn cost_report(cache: &CacheReport, profile: &str, prices: Option<PriceTable
                     completion_tokens: turn.completion_tokens,
                     cached_tokens: turn.cached_tokens,
                 };
-                price(turn.turn, &usage, &prices)
+                price(turn.turn, &usage, prices)
             })
             .collect(),
     };
+    let estimated_total = prices
+        .as_ref()
+        .zip(cache.estimated.as_ref())
+        .map(|(prices, estimate)| price(0, estimate, prices).total);
     CostReport {
         session_id: cache.session_id.clone(),
         profile: profile.to_owned(),
+        currency: prices
+            .as_ref()
+            .map_or_else(default_currency, |prices| prices.currency.clone()),
         prices,
         total: turns.iter().map(|turn| turn.total).sum(),
         turns,
+        unreported_requests: cache.unreported_requests,
+        estimated_total,
     }
 }
 
@@ -189,6 +270,7 @@ mod tests {
             input_hit: 0.1,
             input_miss: 1.0,
             output: 2.0,
+            currency: "CNY".to_owned(),
         };
         let cost = cost_report(&report, "p", Some(prices));
         let turn = &cost.turns[0];
@@ -196,6 +278,67 @@ mod tests {
         assert!((turn.input_miss - 0.1).abs() < 1e-9);
         assert!((turn.output - 0.00002).abs() < 1e-12);
         assert!((cost.total - turn.total).abs() < 1e-12);
+        assert_eq!(cost.currency, "CNY");
+        assert_eq!(cost.unreported_requests, 0);
+        assert!(cost.estimated_total.is_none());
         assert!(cost_report(&report, "p", None).turns.is_empty());
+        assert_eq!(cost_report(&report, "p", None).currency, "USD");
+    }
+
+    #[test]
+    fn usage_a_provider_never_reported_is_counted_apart_as_an_estimate() {
+        let unreported = event(EventKind::AssistantMessage {
+            content: "four score and seven".to_owned(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: None,
+            stats: Some(RequestStats {
+                request_bytes: 4000,
+                shared_prefix_bytes: 0,
+            }),
+        });
+        let abandoned = event(EventKind::CallAbandoned {
+            usage: Some(Usage {
+                prompt_tokens: 500,
+                completion_tokens: 7,
+                cached_tokens: 100,
+            }),
+            estimated_usage: None,
+            stats: Some(RequestStats {
+                request_bytes: 2000,
+                shared_prefix_bytes: 1000,
+            }),
+        });
+        let report = cache_report("s", &[start(1), unreported, start(2), abandoned]);
+        let first = &report.turns[0];
+        assert_eq!((first.requests, first.unreported_requests), (1, 1));
+        assert_eq!(
+            first.prompt_tokens, 0,
+            "nothing reported is not counted as reported"
+        );
+        let estimate = first.estimated.unwrap();
+        assert_eq!(estimate.prompt_tokens, 1000);
+        assert!(estimate.completion_tokens > 0);
+        let second = &report.turns[1];
+        assert_eq!(
+            (
+                second.prompt_tokens,
+                second.completion_tokens,
+                second.unreported_requests
+            ),
+            (500, 7, 0),
+            "a cancelled call's billed usage counts"
+        );
+        assert_eq!(report.unreported_requests, 1);
+        let prices = PriceTable {
+            input_hit: 1.0,
+            input_miss: 1.0,
+            output: 1.0,
+            currency: "USD".to_owned(),
+        };
+        let cost = cost_report(&report, "p", Some(prices));
+        assert_eq!(cost.unreported_requests, 1);
+        assert!(cost.estimated_total.unwrap() > 0.0);
+        assert!((cost.total - 507.0 / 1e6).abs() < 1e-12);
     }
 }

@@ -17,16 +17,6 @@ pub(super) fn provider_error_text(text: &str) -> String {
     }
 }
 
-pub(super) fn no_chunk_error(body_start: &[u8]) -> ProviderError {
-    if body_start.iter().all(u8::is_ascii_whitespace) {
-        return ProviderError::Stream("the provider answered 200 with an empty body".to_owned());
-    }
-    ProviderError::Protocol(format!(
-        "the answer held no chat completion chunk; it began: {}",
-        sse::excerpt(&String::from_utf8_lossy(body_start), sse::EXCERPT_CHARS)
-    ))
-}
-
 pub(super) fn stream_error(error: EventStreamError<reqwest::Error>) -> ProviderError {
     match error {
         EventStreamError::Transport(error) => ProviderError::Stream(format!(
