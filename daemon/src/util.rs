@@ -32,6 +32,38 @@ pub fn install_crypto_provider() {
     }
 }
 
+/// `text` cut after `max_chars` characters, with an ellipsis when something was cut.
+pub fn shorten(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// Tool-call arguments with JSON formatting folded away, so that two calls which differ only in
+/// spacing or key order compare equal.
+pub fn normalise_arguments(arguments: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .map(|value| value.to_string())
+        .unwrap_or_else(|_| arguments.trim().to_owned())
+}
+
+/// An error with its causes: reqwest's top-level messages ("error sending request") name none
+/// of them.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,8 @@
 
 use cwcode_protocol::ToolCall;
 
+use crate::util::{normalise_arguments, shorten};
+
 /// How many identical outcomes in a row stop the turn.
 pub const REPEAT_LIMIT: u32 = 3;
 
@@ -75,20 +77,6 @@ impl StormBreaker {
             shorten(&outcome.arguments, 600),
             shorten(&outcome.result, 1200)
         )
-    }
-}
-
-/// Arguments that differ only in JSON formatting are the same call.
-fn normalise_arguments(arguments: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(arguments)
-        .map(|value| value.to_string())
-        .unwrap_or_else(|_| arguments.trim().to_owned())
-}
-
-fn shorten(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
     }
 }
 

@@ -14,6 +14,7 @@ use cwcode_protocol::{GoalState, TurnOutcome, Usage};
 use serde::{Deserialize, Serialize};
 
 use super::file::{Goal, GoalList};
+use crate::util::{normalise_arguments, shorten};
 
 /// The file in the session directory that holds a session's `LoopState`.
 pub const FILE_NAME: &str = "goal_loop.json";
@@ -681,20 +682,6 @@ fn storm_explanation(storm: &RepeatedFailure) -> String {
         shorten(&storm.arguments, 600),
         shorten(&storm.output, 1200)
     )
-}
-
-/// Arguments that differ only in JSON formatting are the same call.
-fn normalise_arguments(arguments: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(arguments)
-        .map(|value| value.to_string())
-        .unwrap_or_else(|_| arguments.trim().to_owned())
-}
-
-fn shorten(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }
 
 /// Cents, unless that would show a small loop as free.

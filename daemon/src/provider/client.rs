@@ -28,9 +28,10 @@ use super::sse::{self, ChunkAccumulator};
 use super::text_tool_calls;
 use super::tokens::{estimate_request_tokens, estimate_text_tokens};
 use super::{ChatRequest, Completion, ProviderError, StreamDelta, StreamEvent};
+use crate::util::error_chain;
 use cwcode_protocol::Usage;
 use endpoints::{Endpoints, default_headers};
-use errors::{error_chain, provider_error_text, stream_error};
+use errors::{provider_error_text, stream_error};
 use wire::{RequestBody, StreamOptions, WireMessage, WireTool};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);

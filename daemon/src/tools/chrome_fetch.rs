@@ -21,8 +21,9 @@ use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 use super::markdown::html_to_markdown;
-use super::web_fetch::{checked_url, error_chain, shown};
+use super::web_fetch::{checked_url, shown};
 use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use crate::util::error_chain;
 
 /// Connecting includes the handshake, which Chrome may hold while it asks the user to allow it.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);

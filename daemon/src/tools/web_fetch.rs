@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::markdown::html_to_markdown;
 use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::secrets::Redactor;
+use crate::util::error_chain;
 
 const MAX_REDIRECTS: usize = 5;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -443,21 +444,6 @@ fn is_tls_error(cause: &(dyn std::error::Error + 'static)) -> bool {
 
 fn port_of(url: &Url) -> u16 {
     url.port_or_known_default().unwrap_or_default()
-}
-
-/// The error with its causes: reqwest's own message ("error sending request") names none of them.
-pub(super) fn error_chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The pages a session fetched: a second `web_fetch` of a URL is answered from here.

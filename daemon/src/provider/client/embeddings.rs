@@ -9,8 +9,9 @@ use futures::future::BoxFuture;
 use reqwest::header;
 use serde_json::{Value, json};
 
-use super::{Provider, error_chain, provider_error_text};
+use super::{Provider, provider_error_text};
 use crate::memory::Embedder;
+use crate::util::error_chain;
 
 /// An embedding is one short request: a slow endpoint must not hold up a `remember` for long.
 const EMBEDDINGS_TIMEOUT: Duration = Duration::from_secs(20);

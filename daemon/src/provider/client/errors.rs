@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::provider::ProviderError;
 use crate::provider::sse;
+use crate::util::error_chain;
 
 pub(super) fn provider_error_text(text: &str) -> String {
     if text.trim().is_empty() {
@@ -30,19 +31,4 @@ pub(super) fn stream_error(error: EventStreamError<reqwest::Error>) -> ProviderE
             ProviderError::Protocol(format!("the stream is not SSE: {error}"))
         }
     }
-}
-
-/// reqwest's top-level messages are generic ("error sending request"); the cause is in the chain.
-pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
