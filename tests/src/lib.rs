@@ -151,6 +151,16 @@ impl Home {
             .to_owned()
     }
 
+    /// The id of the only session in the home (its directory under `sessions/`).
+    pub fn only_session(&self) -> String {
+        let mut ids: Vec<String> = std::fs::read_dir(self.paths.sessions_dir())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(ids.len(), 1, "one session expected: {ids:?}");
+        ids.remove(0)
+    }
+
     pub fn journal(&self, session: &str) -> Vec<Event> {
         let text =
             std::fs::read_to_string(self.paths.session_dir(session).join("events.jsonl")).unwrap();

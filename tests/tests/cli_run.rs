@@ -23,14 +23,6 @@ fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).unwrap()
 }
 
-/// The id of the only session in the home.
-fn only_session(home: &Home) -> String {
-    let sessions: Value = serde_json::from_str(&home.cli_ok(&["ls", "--json"])).unwrap();
-    let sessions = sessions.as_array().unwrap();
-    assert_eq!(sessions.len(), 1, "{sessions:?}");
-    sessions[0]["id"].as_str().unwrap().to_owned()
-}
-
 /// Waits for a child with a deadline, so a test never hangs on a CLI that waits forever.
 fn wait_with_deadline(mut child: std::process::Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
@@ -80,7 +72,7 @@ async fn run_approves_a_bash_call_its_allow_rule_matches_and_exits_zero() {
         "{}",
         stderr(&output)
     );
-    let id = only_session(&home);
+    let id = home.only_session();
     let resolved = wait_for_event(&home, &id, |kind| {
         matches!(kind, EventKind::ApprovalResolved { .. })
     });
@@ -125,7 +117,7 @@ async fn run_cancels_the_turn_and_exits_7_when_an_approval_goes_unanswered() {
         stderr(&output)
     );
     assert!(!home.workspace.join("made.txt").exists(), "nothing ran");
-    let id = only_session(&home);
+    let id = home.only_session();
     let finished = wait_for_event(&home, &id, |kind| {
         matches!(kind, EventKind::TurnFinished { .. })
     });
@@ -169,7 +161,7 @@ async fn run_json_streams_one_event_per_line_and_reads_the_prompt_from_stdin() {
         .collect();
     assert_eq!(lines[0]["type"], "session_created", "{lines:?}");
     let id = lines[0]["session"]["id"].as_str().unwrap();
-    assert_eq!(id, only_session(&home));
+    assert_eq!(id, home.only_session());
     assert!(
         lines
             .iter()
@@ -258,7 +250,7 @@ async fn ctrl_c_during_run_cancels_the_turn_and_exits_130() {
         "{}",
         stderr(&output)
     );
-    let id = only_session(&home);
+    let id = home.only_session();
     let finished = wait_for_event(&home, &id, |kind| {
         matches!(kind, EventKind::TurnFinished { .. })
     });

@@ -11,15 +11,6 @@ use serde_json::json;
 const ORIGINAL: &str = "fn main() {\n    println!(\"hello\");\n}\n";
 const EDITED: &str = "fn main() {\n    println!(\"edited\");\n}\n";
 
-fn the_session(home: &Home) -> String {
-    let mut ids: Vec<String> = std::fs::read_dir(home.paths.sessions_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(ids.len(), 1, "one session expected: {ids:?}");
-    ids.remove(0)
-}
-
 /// The status line: the last row of the screen.
 fn status_line(screen: &str) -> &str {
     screen.trim_end().lines().last().unwrap_or_default()
@@ -64,7 +55,7 @@ async fn prompt_approve_mode_detach_and_reattach_in_tmux() {
     let screen = tmux
         .wait_for(first, &["Hello from the fake model.", "✓ turn 1 completed"])
         .await;
-    let session = the_session(&home);
+    let session = home.only_session();
     assert!(
         screen.contains("· say hello ·"),
         "titled from the prompt: {screen}"

@@ -21,15 +21,6 @@ impl Drop for StopDaemonAtEnd<'_> {
     }
 }
 
-fn the_session(home: &Home) -> String {
-    let mut ids: Vec<String> = std::fs::read_dir(home.paths.sessions_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(ids.len(), 1, "one session expected: {ids:?}");
-    ids.remove(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_return() {
     let cwcode = tui_bin();
@@ -51,7 +42,7 @@ async fn ctrl_d_leaves_while_an_approval_waits_and_the_approval_is_there_on_retu
     tmux.type_line(WINDOW, "run the echo");
     tmux.wait_for(WINDOW, &["? allow bash", "waiting for your approval"])
         .await;
-    let session = the_session(&home);
+    let session = home.only_session();
 
     // Ctrl+D with the approval prompt up: the program leaves at once, answering nothing.
     tmux.keys(WINDOW, &["C-d"]);
