@@ -1,7 +1,6 @@
 //! `cwcode-cli`: the scripting surface of cwcode (SPEC §9).
 
 mod acp;
-mod allow;
 mod exit;
 mod render;
 mod verbs;
@@ -114,7 +113,7 @@ enum Command {
         /// `*` never spans `; & | < > $ \` ( )` or a line break), `--allow write_file:"src/*"`
         /// the file tools by path.
         #[arg(long, value_name = "TOOL[:PATTERN]")]
-        allow: Vec<allow::AllowRule>,
+        allow: Vec<cwcode_protocol::AllowRule>,
         /// The prompt; `-` reads it from stdin. An empty one is refused.
         prompt: String,
     },
@@ -145,6 +144,10 @@ enum Command {
         /// Also approve every later call of the same tool in this session.
         #[arg(long)]
         always: bool,
+        /// With --always, only later calls matching this glob: the command of bash (`*` never
+        /// spans `; & | < > $ \` ( )`), the path of a file tool. The request shows one to use.
+        #[arg(long, requires = "always", value_name = "GLOB")]
+        pattern: Option<String>,
     },
     /// Deny a pending tool call; the model is told, with your reason.
     Deny {
@@ -388,7 +391,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             id,
             request,
             always,
-        } => verbs::turns::approve(&id, request, always, json).await,
+            pattern,
+        } => verbs::turns::approve(&id, request, always, pattern, json).await,
         Command::Deny {
             id,
             request,

@@ -141,20 +141,34 @@ impl Renderer {
                 request_id,
                 tool,
                 arguments,
+                suggested_pattern,
                 ..
-            } => format!(
-                "? {tool} {} needs approval:\n    cwcode-cli approve {id} {request_id} [--always]\n    cwcode-cli deny {id} {request_id} [--reason TEXT]",
-                shorten(arguments, 400),
-                id = self.session_id
-            ),
+            } => {
+                let always = match suggested_pattern {
+                    Some(pattern) => format!("[--always [--pattern {}]]", shell_quote(pattern)),
+                    None => "[--always]".to_owned(),
+                };
+                format!(
+                    "? {tool} {} needs approval:\n    cwcode-cli approve {id} {request_id} {always}\n    cwcode-cli deny {id} {request_id} [--reason TEXT]",
+                    shorten(arguments, 400),
+                    id = self.session_id
+                )
+            }
             EventKind::ApprovalResolved {
                 request_id,
                 decision,
                 reason,
-            } => match reason {
-                Some(reason) => format!("  {request_id}: {decision:?} ({reason})"),
-                None => format!("  {request_id}: {decision:?}"),
-            },
+                pattern,
+            } => {
+                let scope = pattern
+                    .as_ref()
+                    .map(|pattern| format!(" for `{pattern}`"))
+                    .unwrap_or_default();
+                match reason {
+                    Some(reason) => format!("  {request_id}: {decision:?}{scope} ({reason})"),
+                    None => format!("  {request_id}: {decision:?}{scope}"),
+                }
+            }
             EventKind::ModeChanged { mode } => format!("· mode is now {mode}"),
             EventKind::ProfileChanged { profile } => format!("· profile is now {profile}"),
             EventKind::ReasoningKept { profile } => {
@@ -266,6 +280,15 @@ impl Renderer {
             | EventKind::SubscriptionEnded { .. } => return None,
         })
     }
+}
+
+/// `text` as one shell word: bare when it holds only safe characters, else single-quoted.
+fn shell_quote(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        return text.to_owned();
+    }
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 fn first_line(text: &str) -> &str {

@@ -68,6 +68,8 @@ pub enum Exit {
 pub struct Pending {
     pub request_id: String,
     pub tool: String,
+    /// What "always" offers first, as `cargo test *`; the whole tool when absent.
+    pub suggested_pattern: Option<String>,
 }
 
 /// Where the approval prompt is.

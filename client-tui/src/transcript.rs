@@ -30,7 +30,8 @@ enum Approval {
     None,
     Waiting,
     Approved,
-    Always,
+    /// Approved for the rest of the session: the calls matching the pattern, or the whole tool.
+    Always(Option<String>),
     Denied(Option<String>),
 }
 

@@ -13,11 +13,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::app::{Answer, App, Connection, Phase};
+use crate::app::{Answer, App, Connection, Pending, Phase};
 use crate::format::{self, money, percent, shorten, tokens};
 use crate::picker::{Item, Picker};
 use crate::rewind::RewindPicker;
-use crate::wrap;
+use crate::wrap::{self, sanitize};
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
 /// The goal loop's banner: turns start on their own while it runs, so it stands out.
@@ -325,20 +325,24 @@ fn input_lines(app: &App, width: usize) -> (Vec<Line<'static>>, Option<(usize, u
     };
     match &app.answer {
         Answer::Choosing => {
-            let line = Line::from(vec![
+            let line: Line = [
                 Span::styled(
                     format!("? allow {}{count}  ", pending.tool),
                     Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
                 ),
                 key("y"),
                 Span::raw(" yes  "),
-                key("a"),
-                Span::raw(format!(" always ({} in this session)  ", pending.tool)),
+            ]
+            .into_iter()
+            .chain(always_choices(pending, key))
+            .chain([
                 key("n"),
                 Span::raw(" no, say why  "),
                 key("esc"),
                 Span::raw(" cancel the turn"),
-            ]);
+            ])
+            .collect::<Vec<_>>()
+            .into();
             (wrap::wrap_line(line, width, 2), None)
         }
         Answer::Reason(editor) => {
@@ -366,6 +370,23 @@ fn input_lines(app: &App, width: usize) -> (Vec<Line<'static>>, Option<(usize, u
 struct Piece {
     priority: u8,
     span: Span<'static>,
+}
+
+/// The "always" keys of the approval prompt: for the offered pattern and for the whole tool, or
+/// only the whole tool when the call offers no pattern.
+fn always_choices(pending: &Pending, key: impl Fn(&str) -> Span<'static>) -> Vec<Span<'static>> {
+    match &pending.suggested_pattern {
+        Some(pattern) => vec![
+            key("a"),
+            Span::raw(format!(" always `{}`  ", sanitize(pattern))),
+            key("A"),
+            Span::raw(format!(" every {} call  ", pending.tool)),
+        ],
+        None => vec![
+            key("a"),
+            Span::raw(format!(" always ({} in this session)  ", pending.tool)),
+        ],
+    }
 }
 
 fn piece(priority: u8, span: Span<'static>) -> Piece {

@@ -174,6 +174,7 @@ fn awaiting_approval(now: Instant) -> App {
                 call_id: "c1".to_owned(),
                 tool: "edit_file".to_owned(),
                 arguments: arguments.to_owned(),
+                suggested_pattern: None,
             },
             EventKind::StatusChanged {
                 status: SessionStatus::AwaitingApproval,
@@ -187,6 +188,38 @@ fn awaiting_approval(now: Instant) -> App {
 fn approval_prompt() {
     let now = Instant::now();
     let mut app = awaiting_approval(now);
+    let terminal = screen(&mut app, now, 100, 10);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn approval_prompt_offering_a_pattern() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    let arguments = r#"{"command":"cargo test -q --lib"}"#;
+    feed(
+        &mut app,
+        now,
+        [
+            running(),
+            started("run the tests"),
+            EventKind::ToolCallStarted {
+                call_id: "c1".to_owned(),
+                name: "bash".to_owned(),
+                arguments: arguments.to_owned(),
+            },
+            EventKind::ApprovalRequested {
+                request_id: "r1".to_owned(),
+                call_id: "c1".to_owned(),
+                tool: "bash".to_owned(),
+                arguments: arguments.to_owned(),
+                suggested_pattern: Some("cargo test *".to_owned()),
+            },
+            EventKind::StatusChanged {
+                status: SessionStatus::AwaitingApproval,
+            },
+        ],
+    );
     let terminal = screen(&mut app, now, 100, 10);
     insta::assert_snapshot!(terminal.backend());
 }
@@ -207,6 +240,7 @@ fn approval_denied_with_a_reason() {
             request_id: "r1".to_owned(),
             decision: ApprovalDecision::Deny,
             reason: Some("keep make".to_owned()),
+            pattern: None,
         }],
     );
     let terminal = screen(&mut app, now, 100, 10);

@@ -203,6 +203,10 @@ pub enum EventKind {
         call_id: String,
         tool: String,
         arguments: String,
+        /// The pattern a client offers for "always" on this call (`cargo test *` for
+        /// `cargo test -q`); absent when only the whole tool can be allowed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        suggested_pattern: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
     ApprovalResolved {
@@ -210,6 +214,9 @@ pub enum EventKind {
         decision: ApprovalDecision,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// With `always`: the glob later calls must match to be allowed without asking.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pattern: Option<String>,
     },
     ModeChanged {
         mode: Mode,

@@ -3,6 +3,7 @@
 //!
 //! Frontends depend on this crate only; they never link the daemon.
 
+pub mod allow;
 pub mod client;
 pub mod error;
 pub mod event;
@@ -12,6 +13,7 @@ pub mod paths;
 pub mod schema;
 pub mod types;
 
+pub use allow::AllowRule;
 pub use client::{Client, ClientError, ConnectOptions};
 pub use error::ErrorCode;
 pub use event::{Event, EventKind, EventPage, EventsParams, TurnOutcome};

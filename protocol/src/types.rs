@@ -276,7 +276,8 @@ pub struct SubscribeParams {
 pub enum ApprovalDecision {
     /// Run this call.
     Approve,
-    /// Run this call and every later call of the same tool in this session.
+    /// Run this call and, for the rest of the session, every later call of the same tool, or
+    /// only those matching the answer's `pattern`.
     Always,
     /// Do not run it; the model is told, with the reason if one is given.
     Deny,
@@ -290,6 +291,11 @@ pub struct ApprovalRespondParams {
     pub decision: ApprovalDecision,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Only with `always`: allow later calls only when what they act on matches this glob (the
+    /// command of `bash`, the `path` of a file tool), as `cargo test *`; the request's
+    /// `suggestedPattern` is a good default. Absent: every later call of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

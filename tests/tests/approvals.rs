@@ -1,5 +1,6 @@
-//! Approvals across a daemon restart: an "always" answer keeps its tool approved, and a request
-//! id is never handed out twice, so an answer meant for an old request cannot land on a new one.
+//! Approvals across a daemon restart: an "always" answer keeps its tool (or its pattern, such as
+//! `touch *`) approved, and a request id is never handed out twice, so an answer meant for an old
+//! request cannot land on a new one.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use cwcode_protocol::{Event, EventKind, TurnOutcome};
@@ -170,4 +171,91 @@ async fn a_request_pending_at_a_restart_never_has_its_id_reused() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), ids.len(), "a request id was reused: {ids:?}");
+}
+
+fn command(call_id: &str, command: &str) -> cwcode_tests::fake_provider::Reply {
+    tool_calls(&[(call_id, "bash", json!({ "command": command }))])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_for_a_pattern_approves_only_matching_commands_also_after_a_restart() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let daemon = home.start_daemon();
+    provider
+        .reply(command("t1", "touch one.txt"))
+        .reply(command("t2", "touch two.txt"))
+        .reply(command("m1", "mkdir made"))
+        .reply(text("first done"))
+        .reply(command("t3", "touch three.txt"))
+        .reply(text("second done"));
+    let id = home.new_session("code");
+    home.cli_ok(&["send", &id, "make the files"]);
+    let asked = wait_for_event(&home, &id, |kind| {
+        matches!(kind, EventKind::ApprovalRequested { .. })
+    });
+    let EventKind::ApprovalRequested {
+        request_id,
+        suggested_pattern,
+        ..
+    } = asked.kind
+    else {
+        unreachable!()
+    };
+    assert_eq!(suggested_pattern.as_deref(), Some("touch *"));
+    let shown = home.cli_ok(&["events", &id]);
+    assert!(
+        shown.contains(&format!(
+            "approve {id} {request_id} [--always [--pattern 'touch *']]"
+        )),
+        "{shown}"
+    );
+    home.cli_ok(&[
+        "approve",
+        &id,
+        &request_id,
+        "--always",
+        "--pattern",
+        "touch *",
+    ]);
+    // touch two.txt runs unasked; mkdir is not covered by the pattern and asks.
+    let mkdir = wait_for_event(
+        &home,
+        &id,
+        |kind| matches!(kind, EventKind::ApprovalRequested { call_id, .. } if call_id == "m1"),
+    );
+    assert!(home.workspace.join("two.txt").exists());
+    let EventKind::ApprovalRequested {
+        request_id: mkdir_request,
+        ..
+    } = mkdir.kind
+    else {
+        unreachable!()
+    };
+    home.cli_ok(&["deny", &id, &mkdir_request]);
+    wait_for_event(&home, &id, finished(1));
+    assert!(!home.workspace.join("made").exists());
+    assert_eq!(request_ids(&home.journal(&id)).len(), 2);
+    assert!(daemon.terminate().success());
+
+    let _daemon = home.start_daemon();
+    let restarted = last_seq(&home, &id);
+    home.cli_ok(&["send", &id, "one more"]);
+    let first = wait_after(&home, &id, restarted, |kind| {
+        matches!(kind, EventKind::ApprovalRequested { .. }) || finished(2)(kind)
+    });
+    assert!(
+        matches!(first.kind, EventKind::TurnFinished { .. }),
+        "touch asked again after the restart: {first:?}"
+    );
+    assert!(home.workspace.join("three.txt").exists());
+
+    // --pattern narrows an "always" answer: without --always the CLI says so.
+    let refused = home.cli(&["approve", &id, "r9", "--pattern", "x"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--always"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }

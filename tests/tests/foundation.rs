@@ -185,6 +185,7 @@ async fn code_mode_waits_for_approval_and_a_denial_reaches_the_model() {
                     request_id: request_id.clone(),
                     decision,
                     reason,
+                    pattern: None,
                 })
                 .await
                 .unwrap();

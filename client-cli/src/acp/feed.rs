@@ -139,6 +139,7 @@ struct Pending {
     call_id: String,
     tool: String,
     arguments: String,
+    suggested_pattern: Option<String>,
 }
 
 struct Runner {
@@ -207,11 +208,13 @@ impl Runner {
                 call_id,
                 tool,
                 arguments,
+                suggested_pattern,
             } => {
                 let pending = Pending {
                     call_id: call_id.clone(),
                     tool: tool.clone(),
                     arguments: arguments.clone(),
+                    suggested_pattern: suggested_pattern.clone(),
                 };
                 if replaying {
                     self.pending.insert(request_id.clone(), pending);
@@ -288,6 +291,7 @@ impl Runner {
             &pending.call_id,
             &pending.tool,
             &pending.arguments,
+            pending.suggested_pattern.as_deref(),
         );
         tokio::spawn(permissions::ask(
             self.editor.clone(),
@@ -296,6 +300,7 @@ impl Runner {
             self.session_id.clone(),
             request_id.to_owned(),
             request,
+            pending.suggested_pattern.clone(),
         ));
     }
 

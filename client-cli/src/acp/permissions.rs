@@ -1,5 +1,5 @@
 //! Approvals: a daemon approval request becomes `session/request_permission` (allow once, allow
-//! always, reject), the editor's choice goes back as `approval/respond`, and a request answered
+//! always (for the request's suggested pattern, such as `cargo test *`, when it has one), reject), the editor's choice goes back as `approval/respond`, and a request answered
 //! from another client (TUI, CLI) is withdrawn from the editor with `$/cancel_request`.
 
 use std::collections::HashMap;
@@ -30,6 +30,7 @@ pub fn request(
     call_id: &str,
     tool: &str,
     arguments: &str,
+    suggested_pattern: Option<&str>,
 ) -> RequestPermissionRequest {
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
     let fields = ToolCallUpdateFields::new()
@@ -41,7 +42,10 @@ pub fn request(
         PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
         PermissionOption::new(
             ALLOW_ALWAYS,
-            format!("Always allow {tool} in this session"),
+            match suggested_pattern {
+                Some(pattern) => format!("Always allow `{pattern}` in this session"),
+                None => format!("Always allow {tool} in this session"),
+            },
             PermissionOptionKind::AllowAlways,
         ),
         PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
@@ -114,6 +118,7 @@ pub async fn ask(
     session_id: String,
     request_id: String,
     request: RequestPermissionRequest,
+    always_pattern: Option<String>,
 ) {
     let Some(withdrawn) = open.open(&request_id) else {
         return;
@@ -132,11 +137,13 @@ pub async fn ask(
             Some(format!("the editor failed to answer: {error}")),
         ),
     };
+    let pattern = always_pattern.filter(|_| decision == ApprovalDecision::Always);
     let params = ApprovalRespondParams {
         session_id,
         request_id,
         decision,
         reason,
+        pattern,
     };
     // Answered elsewhere in the meantime: the other answer stands, nothing to do.
     if let Err(error) = daemon.respond_approval(&params).await
@@ -178,7 +185,8 @@ mod tests {
 
     #[test]
     fn the_request_offers_once_always_and_reject() {
-        let json = serde_json::to_value(request("s", "c", "bash", r#"{"command":"ls"}"#)).unwrap();
+        let json =
+            serde_json::to_value(request("s", "c", "bash", r#"{"command":"ls"}"#, None)).unwrap();
         let kinds: Vec<&str> = json["options"]
             .as_array()
             .unwrap()
@@ -188,5 +196,25 @@ mod tests {
         assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
         assert_eq!(json["toolCall"]["toolCallId"], "c");
         assert_eq!(json["toolCall"]["kind"], "execute");
+        assert_eq!(
+            json["options"][1]["name"],
+            "Always allow bash in this session"
+        );
+    }
+
+    #[test]
+    fn always_names_the_pattern_the_daemon_offers() {
+        let asked = request(
+            "s",
+            "c",
+            "bash",
+            r#"{"command":"cargo test -q"}"#,
+            Some("cargo test *"),
+        );
+        let json = serde_json::to_value(asked).unwrap();
+        assert_eq!(
+            json["options"][1]["name"],
+            "Always allow `cargo test *` in this session"
+        );
     }
 }

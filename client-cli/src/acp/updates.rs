@@ -137,6 +137,7 @@ impl Translator {
                 request_id,
                 decision,
                 reason,
+                ..
             } => {
                 let Some(call_id) = self.approvals.remove(request_id) else {
                     return Vec::new();
@@ -443,11 +444,13 @@ mod tests {
             call_id: "c1".into(),
             tool: "bash".into(),
             arguments: "{}".into(),
+            suggested_pattern: None,
         });
         let updates = translator.translate(&EventKind::ApprovalResolved {
             request_id: "r1".into(),
             decision: ApprovalDecision::Deny,
             reason: Some("not now".into()),
+            pattern: None,
         });
         let json = as_json(&updates[0]);
         assert_eq!(json["status"], "failed");

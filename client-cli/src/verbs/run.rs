@@ -15,9 +15,9 @@ use cwcode_protocol::{
 use tokio::time::Instant;
 
 use super::{connect, print_json, prompt_text, turn_exit, until, workspace};
-use crate::allow::{AllowRule, first_allowing};
 use crate::exit::{self, Outcome};
 use crate::render;
+use cwcode_protocol::allow::{AllowRule, first_allowing};
 
 /// How long a cancelled turn may take to report its end before the run stops following it.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -164,6 +164,7 @@ async fn approve(client: &Client, session_id: &str, request_id: &str) -> anyhow:
             request_id: request_id.to_owned(),
             decision: ApprovalDecision::Approve,
             reason: None,
+            pattern: None,
         })
         .await;
     match answer {

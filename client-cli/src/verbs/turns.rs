@@ -161,6 +161,7 @@ pub async fn approve(
     id: &str,
     request: String,
     always: bool,
+    pattern: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let decision = if always {
@@ -168,7 +169,7 @@ pub async fn approve(
     } else {
         ApprovalDecision::Approve
     };
-    respond(id, request, decision, None, json).await
+    respond(id, request, decision, None, pattern, json).await
 }
 
 pub async fn deny(
@@ -177,7 +178,7 @@ pub async fn deny(
     reason: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    respond(id, request, ApprovalDecision::Deny, reason, json).await
+    respond(id, request, ApprovalDecision::Deny, reason, None, json).await
 }
 
 async fn respond(
@@ -185,6 +186,7 @@ async fn respond(
     request_id: String,
     decision: ApprovalDecision,
     reason: Option<String>,
+    pattern: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     connect(true)
@@ -194,6 +196,7 @@ async fn respond(
             request_id: request_id.clone(),
             decision,
             reason,
+            pattern,
         })
         .await?;
     if json {

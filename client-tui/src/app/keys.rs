@@ -163,11 +163,22 @@ impl App {
             Answer::Sent => {}
             Answer::Choosing => match key.code {
                 KeyCode::Char('y' | 'Y') => self.respond(&pending, ApprovalDecision::Approve, None),
-                KeyCode::Char('a' | 'A') => self.respond(&pending, ApprovalDecision::Always, None),
+                KeyCode::Char('a') => {
+                    let pattern = pending.suggested_pattern.clone();
+                    self.respond_always(&pending, pattern);
+                }
+                KeyCode::Char('A') => self.respond_always(&pending, None),
                 KeyCode::Char('n' | 'N') => self.answer = Answer::Reason(Editor::new()),
                 _ => {
+                    let always = match &pending.suggested_pattern {
+                        Some(pattern) => format!(
+                            "a (always for `{pattern}`), A (always for every {} call)",
+                            pending.tool
+                        ),
+                        None => "a (always allow it here)".to_owned(),
+                    };
                     self.flash = Some(format!(
-                        "answer y (run {}), a (always allow it here) or n (refuse, with a reason)",
+                        "answer y (run {}), {always} or n (refuse, with a reason)",
                         pending.tool
                     ));
                 }
@@ -207,6 +218,21 @@ impl App {
     }
 
     fn respond(&mut self, pending: &Pending, decision: ApprovalDecision, reason: Option<String>) {
+        self.send_answer(pending, decision, reason, None);
+    }
+
+    /// "Always": for the calls matching `pattern`, or for every call of the tool without one.
+    fn respond_always(&mut self, pending: &Pending, pattern: Option<String>) {
+        self.send_answer(pending, ApprovalDecision::Always, None, pattern);
+    }
+
+    fn send_answer(
+        &mut self,
+        pending: &Pending,
+        decision: ApprovalDecision,
+        reason: Option<String>,
+        pattern: Option<String>,
+    ) {
         let Some(session_id) = self.session_id() else {
             return;
         };
@@ -216,6 +242,7 @@ impl App {
             request_id: pending.request_id.clone(),
             decision,
             reason,
+            pattern,
         }));
     }
 

@@ -323,10 +323,14 @@ impl App {
                 usage: Some(usage), ..
             } => self.context_tokens = usage.prompt_tokens + usage.completion_tokens,
             EventKind::ApprovalRequested {
-                request_id, tool, ..
+                request_id,
+                tool,
+                suggested_pattern,
+                ..
             } => self.approvals.push_back(Pending {
                 request_id: request_id.clone(),
                 tool: tool.clone(),
+                suggested_pattern: suggested_pattern.clone(),
             }),
             EventKind::ApprovalResolved { request_id, .. } => self.forget_approval(request_id),
             EventKind::ModeChanged { mode } => {

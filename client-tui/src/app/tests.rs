@@ -30,6 +30,7 @@ pub(super) fn approval_requested(request_id: &str) -> EventKind {
         call_id: format!("call-{request_id}"),
         tool: "bash".to_owned(),
         arguments: r#"{"command":"rm -rf target"}"#.to_owned(),
+        suggested_pattern: Some("rm *".to_owned()),
     }
 }
 
@@ -341,6 +342,7 @@ fn approvals_are_answered_with_y_a_or_n_and_a_reason() {
             request_id: "r1".to_owned(),
             decision: ApprovalDecision::Approve,
             reason: None,
+            pattern: None,
         }],
     );
     assert_eq!(app.approval().map(|p| p.request_id.as_str()), Some("r2"));
@@ -352,6 +354,42 @@ fn approvals_are_answered_with_y_a_or_n_and_a_reason() {
     };
     assert_eq!(params.decision, ApprovalDecision::Deny);
     assert_eq!(params.reason.as_deref(), Some("not target"));
+}
+
+#[test]
+fn a_offers_always_for_the_pattern_and_shift_a_for_the_whole_tool() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    feed(
+        &mut app,
+        now,
+        [approval_requested("r1"), approval_requested("r2")],
+    );
+    press(&mut app, KeyCode::Char('a'), now);
+    let Some(Request::Respond(params)) = app.outbox.pop() else {
+        panic!("an answer is sent");
+    };
+    assert_eq!(params.decision, ApprovalDecision::Always);
+    assert_eq!(params.pattern.as_deref(), Some("rm *"));
+    feed(
+        &mut app,
+        now,
+        [EventKind::ApprovalResolved {
+            request_id: "r1".to_owned(),
+            decision: ApprovalDecision::Always,
+            reason: None,
+            pattern: Some("rm *".to_owned()),
+        }],
+    );
+    assert!(transcript_text(&mut app).contains("`rm *` no longer asks"));
+    press(&mut app, KeyCode::Char('A'), now);
+    let Some(Request::Respond(params)) = app.outbox.pop() else {
+        panic!("an answer is sent");
+    };
+    assert_eq!(
+        (params.request_id.as_str(), params.decision, params.pattern),
+        ("r2", ApprovalDecision::Always, None)
+    );
 }
 
 #[test]

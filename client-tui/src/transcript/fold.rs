@@ -164,6 +164,7 @@ impl Transcript {
                 call_id,
                 tool,
                 arguments,
+                ..
             } => {
                 if !self.tools.contains_key(call_id) {
                     self.start_tool(call_id, tool, arguments);
@@ -177,6 +178,7 @@ impl Transcript {
                 request_id,
                 decision,
                 reason,
+                pattern,
             } => {
                 let Some(call_id) = self.requests.remove(request_id) else {
                     return;
@@ -184,7 +186,7 @@ impl Transcript {
                 if let Some(tool) = self.tool(&call_id) {
                     tool.approval = match decision {
                         ApprovalDecision::Approve => Approval::Approved,
-                        ApprovalDecision::Always => Approval::Always,
+                        ApprovalDecision::Always => Approval::Always(pattern.clone()),
                         ApprovalDecision::Deny => Approval::Denied(reason.clone()),
                     };
                 }

@@ -216,8 +216,15 @@ fn render_tool(tool: &ToolEntry, width: usize, expanded: bool, out: &mut Vec<Lin
     }
     match &tool.approval {
         Approval::Waiting => body.push(Line::styled("waiting for your approval", WARN)),
-        Approval::Always => body.push(Line::styled(
+        Approval::Always(None) => body.push(Line::styled(
             "approved; this tool no longer asks in this session",
+            DIM,
+        )),
+        Approval::Always(Some(pattern)) => body.push(Line::styled(
+            format!(
+                "approved; `{}` no longer asks in this session",
+                sanitize(pattern)
+            ),
             DIM,
         )),
         Approval::Denied(Some(reason)) => {

@@ -185,6 +185,7 @@ fn a_command_waiting_for_approval_is_shown_whole() {
         call_id: "c".into(),
         tool: "bash".into(),
         arguments,
+        suggested_pattern: None,
     });
     assert_eq!(
         texts(&mut transcript, 60, false),

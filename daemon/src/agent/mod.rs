@@ -16,6 +16,7 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cwcode_protocol::allow::suggested_pattern;
 use cwcode_protocol::{
     ApprovalDecision, EventKind, Mode, RequestStats, SessionStatus, ToolCall, TurnOutcome, Usage,
 };
@@ -759,7 +760,7 @@ async fn run_call(
                     call.name
                 ))));
             }
-            Mode::Code if !env.approvals.is_always_allowed(&call.name) => {
+            Mode::Code if !env.approvals.is_always_allowed(&call.name, &call.arguments) => {
                 if let Some(refusal) = await_approval(env, call).await? {
                     return Ok(Ok(CallAnswer::refusal(refusal)));
                 }
@@ -807,12 +808,13 @@ async fn run_call(
 
 /// Waits for a client's answer. Returns the refusal to show the model, or `None` to go ahead.
 async fn await_approval(env: &TurnEnv, call: &ToolCall) -> Result<Option<String>, JournalError> {
-    let (request_id, answer) = env.approvals.open(&call.name);
+    let (request_id, answer) = env.approvals.open(&call.name, &call.arguments);
     env.log.publish(EventKind::ApprovalRequested {
         request_id: request_id.clone(),
         call_id: call.id.clone(),
         tool: call.name.clone(),
         arguments: call.arguments.clone(),
+        suggested_pattern: suggested_pattern(&call.name, &call.arguments),
     })?;
     env.log.publish(EventKind::StatusChanged {
         status: SessionStatus::AwaitingApproval,
@@ -821,7 +823,12 @@ async fn await_approval(env: &TurnEnv, call: &ToolCall) -> Result<Option<String>
         answer = answer => answer.ok(),
         () = env.cancel().cancelled() => None,
     };
-    let Some(Answer { decision, reason }) = answer else {
+    let Some(Answer {
+        decision,
+        reason,
+        pattern,
+    }) = answer
+    else {
         env.approvals.withdraw(&request_id);
         return Ok(Some(
             "not run: the turn was cancelled while this call awaited approval".to_owned(),
@@ -831,6 +838,7 @@ async fn await_approval(env: &TurnEnv, call: &ToolCall) -> Result<Option<String>
         request_id,
         decision,
         reason: reason.clone(),
+        pattern,
     })?;
     env.log.publish(EventKind::StatusChanged {
         status: SessionStatus::Running,

@@ -2,11 +2,11 @@
 //! directory: every test checks what a user would see (the outcome, the journal) and that the
 //! history stays one a provider accepts and a restart rebuilds identically.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cwcode_protocol::{ApprovalDecision, Event, EventKind, Mode, ToolCall, TurnOutcome};
+use cwcode_protocol::{AllowRule, ApprovalDecision, Event, EventKind, Mode, ToolCall, TurnOutcome};
 use futures::future::BoxFuture;
 use tokio::sync::{Notify, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -206,14 +206,15 @@ fn read_file(id: &str, path: &str) -> ToolCall {
 #[derive(Default)]
 struct Gate {
     pending: Mutex<HashMap<String, (String, oneshot::Sender<Answer>)>>,
-    always: Mutex<BTreeSet<String>>,
+    always: Mutex<Vec<AllowRule>>,
 }
 
 impl Gate {
     fn resolve(&self, request_id: &str, answer: Answer) {
         let (tool, sender) = self.pending.lock().unwrap().remove(request_id).unwrap();
         if answer.decision == ApprovalDecision::Always {
-            self.always.lock().unwrap().insert(tool);
+            let rule = AllowRule::new(&tool, answer.pattern.as_deref()).unwrap();
+            self.always.lock().unwrap().push(rule);
         }
         sender.send(answer).unwrap();
     }
@@ -224,11 +225,12 @@ impl Gate {
 }
 
 impl ApprovalGate for Gate {
-    fn is_always_allowed(&self, tool: &str) -> bool {
-        self.always.lock().unwrap().contains(tool)
+    fn is_always_allowed(&self, tool: &str, arguments: &str) -> bool {
+        let always = self.always.lock().unwrap();
+        always.iter().any(|rule| rule.allows(tool, arguments))
     }
 
-    fn open(&self, tool: &str) -> (String, oneshot::Receiver<Answer>) {
+    fn open(&self, tool: &str, _arguments: &str) -> (String, oneshot::Receiver<Answer>) {
         let mut pending = self.pending.lock().unwrap();
         let request_id = format!("t{}", pending.len() + 1);
         let (sender, receiver) = oneshot::channel();
@@ -526,6 +528,7 @@ async fn a_denial_with_a_reason_reaches_the_model() {
                 Answer {
                     decision: ApprovalDecision::Deny,
                     reason: Some("write it under tmp/ instead".to_owned()),
+                    pattern: None,
                 },
             );
         })
@@ -554,6 +557,7 @@ async fn approve_always_stops_further_asks_for_that_tool() {
                 Answer {
                     decision: ApprovalDecision::Always,
                     reason: None,
+                    pattern: None,
                 },
             );
         })

@@ -15,6 +15,7 @@ use cwcode_protocol::{
 use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::core::server::SendTimeoutError;
+use jsonrpsee::types::error::INVALID_PARAMS_CODE;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionSink};
 use serde::de::DeserializeOwned;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::journal::bus::Replay;
 use crate::journal::replay::ReplayReader;
 use crate::provider::ConfigError;
+use crate::session::approvals::RespondError;
 use crate::session::{Session, SessionError, Sessions, Shared};
 
 /// The state every method sees.
@@ -48,6 +50,9 @@ fn config_error_code(error: &ConfigError) -> ErrorCode {
 }
 
 fn rpc_error(error: SessionError) -> ErrorObjectOwned {
+    if let SessionError::Approval(RespondError::Pattern(_)) = &error {
+        return ErrorObjectOwned::owned(INVALID_PARAMS_CODE, error.to_string(), None::<()>);
+    }
     let code = match &error {
         SessionError::NotFound(_) | SessionError::Ambiguous { .. } => ErrorCode::SessionNotFound,
         SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
@@ -165,7 +170,12 @@ pub fn module(daemon: Arc<Daemon>) -> Result<RpcModule<Daemon>, RegisterMethodEr
     })?;
     api.serve(methods::ApprovalRespond, |daemon, params| async move {
         session(&daemon, &params.session_id)?
-            .respond(&params.request_id, params.decision, params.reason)
+            .respond(
+                &params.request_id,
+                params.decision,
+                params.reason,
+                params.pattern,
+            )
             .map_err(rpc_error)?;
         Ok(Acknowledged { ok: true })
     })?;

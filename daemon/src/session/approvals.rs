@@ -1,35 +1,53 @@
 //! A session's approval state in `code` mode: the requests waiting for a client's answer, the
-//! tools allowed "always", and the ids handed out. The agent asks through the
+//! "always" rules (a whole tool, or its calls matching a pattern such as `cargo test *`), and
+//! the ids handed out. The agent asks through the
 //! [`ApprovalGate`] it defines; a detached session waits indefinitely, and nothing here ever
 //! approves by itself. What outlives a restart is rebuilt from the journal with
 //! [`Approvals::from_journal`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+use cwcode_protocol::allow::{AllowRule, subject};
 use cwcode_protocol::{ApprovalDecision, Event, EventKind};
 use tokio::sync::oneshot;
 
 use crate::agent::approvals::{Answer, ApprovalGate};
 
 const REQUEST_ID_PREFIX: &str = "r";
+/// "Always" rules one session keeps; past this an answer must allow the whole tool or once.
+const MAX_RULES: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "no pending approval `{0}` in this session: it was already answered, or its turn ended; list events to see open requests"
-)]
-pub struct ApprovalNotFound(pub String);
+pub enum RespondError {
+    #[error(
+        "no pending approval `{0}` in this session: it was already answered, or its turn ended; list events to see open requests"
+    )]
+    NotFound(String),
+    /// The answer's `pattern` cannot be used; the request stays open for a better answer.
+    #[error("{0}")]
+    Pattern(String),
+}
 
 struct Pending {
     tool: String,
+    arguments: String,
     answer: oneshot::Sender<Answer>,
 }
 
 #[derive(Default)]
 struct State {
     pending: HashMap<String, Pending>,
-    always_allowed: BTreeSet<String>,
+    always: Vec<AllowRule>,
     next_id: u64,
+}
+
+impl State {
+    fn add_rule(&mut self, rule: AllowRule) {
+        if !self.always.contains(&rule) {
+            self.always.push(rule);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -44,12 +62,12 @@ impl Approvals {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The approval state as the journal left it: every tool answered "always" stays allowed,
+    /// The approval state as the journal left it: every "always" answer stays in force,
     /// and request ids continue after the highest one already issued, so an id answered (or
     /// left waiting) before the restart is never handed out again.
     pub fn from_journal(events: &[Event]) -> Self {
         let mut tool_of: HashMap<&str, &str> = HashMap::new();
-        let mut always_allowed = BTreeSet::new();
+        let mut state = State::default();
         let mut issued = Vec::new();
         for event in events {
             match &event.kind {
@@ -62,36 +80,58 @@ impl Approvals {
                 EventKind::ApprovalResolved {
                     request_id,
                     decision: ApprovalDecision::Always,
+                    pattern,
                     ..
                 } => {
-                    if let Some(tool) = tool_of.get(request_id.as_str()) {
-                        always_allowed.insert((*tool).to_owned());
+                    let rule = tool_of
+                        .get(request_id.as_str())
+                        .and_then(|tool| AllowRule::new(tool, pattern.as_deref()).ok());
+                    if let Some(rule) = rule
+                        && state.always.len() < MAX_RULES
+                    {
+                        state.add_rule(rule);
                     }
                 }
                 _ => {}
             }
         }
+        state.next_id = issued.into_iter().max().unwrap_or(0);
         Self {
-            state: Mutex::new(State {
-                pending: HashMap::new(),
-                always_allowed,
-                next_id: issued.into_iter().max().unwrap_or(0),
-            }),
+            state: Mutex::new(state),
         }
     }
 
-    /// Hands a client's answer to the call waiting for it.
-    pub fn resolve(&self, request_id: &str, answer: Answer) -> Result<(), ApprovalNotFound> {
+    /// Hands a client's answer to the call waiting for it. An answer whose pattern cannot be
+    /// used is refused and the request stays open.
+    pub fn resolve(&self, request_id: &str, answer: Answer) -> Result<(), RespondError> {
         let mut state = self.state();
         let pending = state
             .pending
-            .remove(request_id)
-            .ok_or_else(|| ApprovalNotFound(request_id.to_owned()))?;
-        if answer.decision == ApprovalDecision::Always {
-            state.always_allowed.insert(pending.tool);
+            .get(request_id)
+            .ok_or_else(|| RespondError::NotFound(request_id.to_owned()))?;
+        let rule = match (answer.decision, answer.pattern.as_deref()) {
+            (ApprovalDecision::Always, pattern) => {
+                Some(rule_for(&pending.tool, &pending.arguments, pattern)?)
+            }
+            (_, None) => None,
+            (_, Some(_)) => {
+                return Err(RespondError::Pattern(
+                    "a pattern goes only with the decision `always`".to_owned(),
+                ));
+            }
+        };
+        if let Some(rule) = rule {
+            if state.always.len() >= MAX_RULES && !state.always.contains(&rule) {
+                return Err(RespondError::Pattern(format!(
+                    "this session already keeps {MAX_RULES} \"always\" rules: approve this call once, or start a new session"
+                )));
+            }
+            state.add_rule(rule);
         }
-        // The waiting turn may have been cancelled in the meantime; then nobody needs the answer.
-        let _ = pending.answer.send(answer);
+        if let Some(pending) = state.pending.remove(request_id) {
+            // The waiting turn may have been cancelled meanwhile; then nobody needs the answer.
+            let _ = pending.answer.send(answer);
+        }
         Ok(())
     }
 
@@ -100,12 +140,28 @@ impl Approvals {
     }
 }
 
+/// The "always" rule an answer asks for. The call it answers runs either way; the pattern need
+/// not match it (`cargo test *` answers `cargo test 2>&1 | tail` too), only concern later calls.
+fn rule_for(tool: &str, arguments: &str, pattern: Option<&str>) -> Result<AllowRule, RespondError> {
+    let rule = AllowRule::new(tool, pattern).map_err(RespondError::Pattern)?;
+    if pattern.is_some() && subject(tool, arguments).is_none() {
+        return Err(RespondError::Pattern(format!(
+            "`{tool}` calls have no command or path for a pattern to match: answer `always` without a pattern to allow every {tool} call"
+        )));
+    }
+    Ok(rule)
+}
+
 impl ApprovalGate for Approvals {
-    fn is_always_allowed(&self, tool: &str) -> bool {
-        self.state().always_allowed.contains(tool)
+    fn is_always_allowed(&self, tool: &str, arguments: &str) -> bool {
+        // The tool name must be the rule's own: a tool named with a wildcard never widens it.
+        self.state()
+            .always
+            .iter()
+            .any(|rule| rule.tool() == tool && rule.allows(tool, arguments))
     }
 
-    fn open(&self, tool: &str) -> (String, oneshot::Receiver<Answer>) {
+    fn open(&self, tool: &str, arguments: &str) -> (String, oneshot::Receiver<Answer>) {
         let mut state = self.state();
         state.next_id += 1;
         let request_id = format!("{REQUEST_ID_PREFIX}{}", state.next_id);
@@ -114,6 +170,7 @@ impl ApprovalGate for Approvals {
             request_id.clone(),
             Pending {
                 tool: tool.to_owned(),
+                arguments: arguments.to_owned(),
                 answer: sender,
             },
         );
@@ -144,13 +201,25 @@ mod tests {
         Answer {
             decision,
             reason: None,
+            pattern: None,
         }
+    }
+
+    fn always_for(pattern: &str) -> Answer {
+        Answer {
+            pattern: Some(pattern.to_owned()),
+            ..answer(ApprovalDecision::Always)
+        }
+    }
+
+    fn bash(command: &str) -> String {
+        serde_json::json!({ "command": command }).to_string()
     }
 
     #[tokio::test]
     async fn an_answer_reaches_the_waiting_call_once() {
         let approvals = Approvals::default();
-        let (id, receiver) = approvals.open("bash");
+        let (id, receiver) = approvals.open("bash", "{}");
         assert_eq!(approvals.pending(), 1);
         approvals
             .resolve(&id, answer(ApprovalDecision::Approve))
@@ -161,24 +230,24 @@ mod tests {
                 .resolve(&id, answer(ApprovalDecision::Deny))
                 .is_err()
         );
-        assert!(!approvals.is_always_allowed("bash"));
+        assert!(!approvals.is_always_allowed("bash", "{}"));
     }
 
     #[test]
     fn always_allows_the_tool_for_the_rest_of_the_session() {
         let approvals = Approvals::default();
-        let (id, _receiver) = approvals.open("edit_lines");
+        let (id, _receiver) = approvals.open("edit_lines", "{}");
         approvals
             .resolve(&id, answer(ApprovalDecision::Always))
             .unwrap();
-        assert!(approvals.is_always_allowed("edit_lines"));
-        assert!(!approvals.is_always_allowed("bash"));
+        assert!(approvals.is_always_allowed("edit_lines", "{}"));
+        assert!(!approvals.is_always_allowed("bash", "{}"));
     }
 
     #[test]
     fn a_withdrawn_request_cannot_be_answered() {
         let approvals = Approvals::default();
-        let (id, _receiver) = approvals.open("bash");
+        let (id, _receiver) = approvals.open("bash", "{}");
         approvals.withdraw(&id);
         assert_eq!(approvals.pending(), 0);
         assert!(
@@ -186,7 +255,7 @@ mod tests {
                 .resolve(&id, answer(ApprovalDecision::Always))
                 .is_err()
         );
-        assert!(!approvals.is_always_allowed("bash"));
+        assert!(!approvals.is_always_allowed("bash", "{}"));
     }
 
     #[test]
@@ -222,6 +291,7 @@ mod tests {
                 call_id: format!("call{seq}"),
                 tool: tool.to_owned(),
                 arguments: "{}".to_owned(),
+                suggested_pattern: None,
             },
         )
     }
@@ -233,8 +303,99 @@ mod tests {
                 request_id: request_id.to_owned(),
                 decision,
                 reason: None,
+                pattern: None,
             },
         )
+    }
+
+    #[test]
+    fn always_for_a_pattern_allows_only_the_calls_it_matches() {
+        let approvals = Approvals::default();
+        let (id, _receiver) = approvals.open("bash", &bash("cargo test -q"));
+        approvals.resolve(&id, always_for("cargo test *")).unwrap();
+        assert!(approvals.is_always_allowed("bash", &bash("cargo test --lib parse")));
+        assert!(approvals.is_always_allowed("bash", &bash("cargo test")));
+        assert!(!approvals.is_always_allowed("bash", &bash("cargo build")));
+        assert!(!approvals.is_always_allowed("bash", &bash("cargo test; curl x | sh")));
+        assert!(!approvals.is_always_allowed("bash_background", &bash("cargo test")));
+    }
+
+    #[test]
+    fn an_unusable_pattern_is_refused_and_the_request_stays_open() {
+        let approvals = Approvals::default();
+        let (id, _receiver) = approvals.open("bash", &bash("cargo test -q"));
+        for (wrong, says) in [
+            (always_for(""), "empty pattern"),
+            (
+                Answer {
+                    pattern: Some("cargo test *".to_owned()),
+                    ..answer(ApprovalDecision::Approve)
+                },
+                "only with the decision `always`",
+            ),
+        ] {
+            let error = approvals.resolve(&id, wrong).unwrap_err().to_string();
+            assert!(error.contains(says), "{error}");
+        }
+        let (remember, _receiver) = approvals.open("remember", r#"{"text":"x"}"#);
+        let error = approvals
+            .resolve(&remember, always_for("x*"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no command or path"), "{error}");
+        assert_eq!(approvals.pending(), 2);
+        assert!(!approvals.is_always_allowed("bash", &bash("cargo test")));
+        approvals.resolve(&id, always_for("cargo test *")).unwrap();
+        assert_eq!(approvals.pending(), 1);
+    }
+
+    #[test]
+    fn a_session_keeps_a_bounded_number_of_rules() {
+        let approvals = Approvals::default();
+        for n in 0..MAX_RULES {
+            let command = format!("tool{n} --flag");
+            let (id, _receiver) = approvals.open("bash", &bash(&command));
+            approvals
+                .resolve(&id, always_for(&format!("tool{n} *")))
+                .unwrap();
+        }
+        let (id, _receiver) = approvals.open("bash", &bash("one-more"));
+        let error = approvals
+            .resolve(&id, always_for("one-more *"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("approve this call once"), "{error}");
+        approvals
+            .resolve(&id, answer(ApprovalDecision::Approve))
+            .unwrap();
+    }
+
+    #[test]
+    fn pattern_rules_in_the_journal_come_back_after_a_restart() {
+        let events = [
+            event(
+                1,
+                EventKind::ApprovalRequested {
+                    request_id: "r1".to_owned(),
+                    call_id: "c1".to_owned(),
+                    tool: "bash".to_owned(),
+                    arguments: bash("cargo test -q"),
+                    suggested_pattern: Some("cargo test *".to_owned()),
+                },
+            ),
+            event(
+                2,
+                EventKind::ApprovalResolved {
+                    request_id: "r1".to_owned(),
+                    decision: ApprovalDecision::Always,
+                    reason: None,
+                    pattern: Some("cargo test *".to_owned()),
+                },
+            ),
+        ];
+        let approvals = Approvals::from_journal(&events);
+        assert!(approvals.is_always_allowed("bash", &bash("cargo test --doc")));
+        assert!(!approvals.is_always_allowed("bash", &bash("rm -rf target")));
     }
 
     #[test]
@@ -250,9 +411,9 @@ mod tests {
             resolved(7, "r40", ApprovalDecision::Always),
         ];
         let approvals = Approvals::from_journal(&events);
-        assert!(approvals.is_always_allowed("bash"));
-        assert!(!approvals.is_always_allowed("write_file"));
-        assert!(!approvals.is_always_allowed("edit_lines"));
+        assert!(approvals.is_always_allowed("bash", "{}"));
+        assert!(!approvals.is_always_allowed("write_file", "{}"));
+        assert!(!approvals.is_always_allowed("edit_lines", "{}"));
         assert_eq!(approvals.pending(), 0);
     }
 
@@ -265,7 +426,7 @@ mod tests {
             requested(3, "r5", "bash"),
         ];
         let approvals = Approvals::from_journal(&events);
-        assert_eq!(approvals.open("bash").0, "r6");
-        assert_eq!(Approvals::from_journal(&[]).open("bash").0, "r1");
+        assert_eq!(approvals.open("bash", "{}").0, "r6");
+        assert_eq!(Approvals::from_journal(&[]).open("bash", "{}").0, "r1");
     }
 }

@@ -46,7 +46,7 @@ use crate::agent::history::Conversation;
 use crate::journal::JournalError;
 use crate::journal::bus::{EventLog, Subscription};
 use crate::util::now_rfc3339;
-use approvals::{ApprovalNotFound, Approvals};
+use approvals::{Approvals, RespondError};
 use load::{default_title, last_todos, next_turn, pending_prompts, write_new_session};
 use recovery::{OpenTurn, close_turn, put_files_back};
 
@@ -129,7 +129,7 @@ pub enum SessionError {
     #[error("cannot encode the session's info: {0}")]
     Encode(#[from] serde_json::Error),
     #[error(transparent)]
-    Approval(#[from] ApprovalNotFound),
+    Approval(#[from] RespondError),
     #[error("the daemon is shutting down: retry once it has restarted")]
     ShuttingDown,
     #[error("the journal could not be read: {0}")]
@@ -458,10 +458,16 @@ impl Session {
         request_id: &str,
         decision: ApprovalDecision,
         reason: Option<String>,
+        pattern: Option<String>,
     ) -> Result<(), SessionError> {
-        Ok(self
-            .approvals
-            .resolve(request_id, Answer { decision, reason })?)
+        Ok(self.approvals.resolve(
+            request_id,
+            Answer {
+                decision,
+                reason,
+                pattern,
+            },
+        )?)
     }
 
     pub fn cache_report(&self) -> Result<CacheReport, SessionError> {

@@ -176,6 +176,7 @@ async fn a_mutating_call_of_a_sub_agent_asks_the_sessions_approval_in_code_mode(
                 Answer {
                     decision: ApprovalDecision::Approve,
                     reason: None,
+                    pattern: None,
                 },
             );
         })

@@ -1,10 +1,14 @@
-//! `run --allow TOOL[:PATTERN]`: which approval requests a one-shot run answers by itself.
+//! Allow rules: which tool calls an "always" answer, or a one-shot run's `--allow`, approves
+//! without asking again. The daemon keeps a session's rules; `cwcode-cli run` keeps its own.
 //!
-//! `TOOL` is a tool name, or a glob over tool names (`*` approves every tool, as yolo does).
-//! `PATTERN` is a glob over what the call acts on: the command of `bash`, the `path` of the
-//! file tools. In a `bash` pattern `*` and `?` never match a shell operator or substitution
-//! (`; & | < > $ \` ( )` or a line break), so `bash:"cargo test*"` approves `cargo test -q`
-//! but not `cargo test; curl …`. Write such a character into the pattern to allow it.
+//! A rule is `TOOL[:PATTERN]`. `TOOL` is a tool name, or a glob over tool names (`*` approves
+//! every tool, as yolo does). `PATTERN` is a glob over what the call acts on: the command of
+//! `bash`, the `path` of the file tools. In a `bash` pattern `*` and `?` never match a shell
+//! operator or substitution (`; & | < > $ \` ( )` or a line break), so `bash:"cargo test*"`
+//! approves `cargo test -q` but not `cargo test; curl …`. Write such a character into the
+//! pattern to allow it. A pattern ending in ` *` also matches the command without arguments
+//! (`cargo test *` approves `cargo test`). A path with a `..` component never matches a pattern,
+//! so `src/*` cannot be walked out of.
 
 use std::fmt;
 use std::str::FromStr;
@@ -56,6 +60,22 @@ impl fmt::Display for AllowRule {
 }
 
 impl AllowRule {
+    /// A rule for calls of `tool`, narrowed to `pattern` when one is given.
+    pub fn new(tool: &str, pattern: Option<&str>) -> Result<Self, String> {
+        match pattern {
+            Some(pattern) => format!("{tool}:{pattern}").parse(),
+            None => tool.parse(),
+        }
+    }
+
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    pub fn pattern(&self) -> Option<&str> {
+        self.pattern.as_deref()
+    }
+
     /// Whether this rule approves a call of `tool` with these (JSON) arguments.
     pub fn allows(&self, tool: &str, arguments: &str) -> bool {
         if !glob(&self.tool, tool, &[]) {
@@ -64,18 +84,59 @@ impl AllowRule {
         let Some(pattern) = &self.pattern else {
             return true;
         };
-        let Ok(arguments) = serde_json::from_str::<serde_json::Value>(arguments) else {
+        let Some(subject) = subject(tool, arguments) else {
             return false;
         };
-        let (subject, unmatched) = if tool == "bash" {
-            (arguments.get("command"), SHELL_OPERATORS)
+        if tool == "bash" {
+            glob(pattern, &subject, SHELL_OPERATORS)
+                || pattern
+                    .strip_suffix(" *")
+                    .is_some_and(|bare| glob(bare, &subject, SHELL_OPERATORS))
         } else {
-            (arguments.get("path"), &[][..])
-        };
-        subject
-            .and_then(serde_json::Value::as_str)
-            .is_some_and(|subject| glob(pattern, subject.trim(), unmatched))
+            !subject.split('/').any(|part| part == "..") && glob(pattern, &subject, &[])
+        }
     }
+}
+
+/// What a pattern is matched against: the trimmed command of a `bash` call, the `path` of any
+/// other; `None` when the call has neither.
+pub fn subject(tool: &str, arguments: &str) -> Option<String> {
+    let arguments = serde_json::from_str::<serde_json::Value>(arguments).ok()?;
+    let field = if tool == "bash" { "command" } else { "path" };
+    let subject = arguments.get(field)?.as_str()?.trim();
+    (!subject.is_empty()).then(|| subject.to_owned())
+}
+
+/// The pattern to offer for "always" on this call, or `None` when only the whole tool can be
+/// allowed. For `bash` it is the program and its subcommand with ` *` (`cargo test -q` offers
+/// `cargo test *`, `ls -la` offers `ls *`); for a file tool the call's directory
+/// (`src/lib.rs` offers `src/*`).
+pub fn suggested_pattern(tool: &str, arguments: &str) -> Option<String> {
+    let subject = subject(tool, arguments)?;
+    if tool == "bash" {
+        let first_command = subject.split(SHELL_OPERATORS).next()?;
+        let words: Vec<&str> = first_command
+            .split_whitespace()
+            .take(2)
+            .take_while(|word| looks_like_a_command_word(word))
+            .collect();
+        // An environment assignment or a path first says too little about what runs.
+        let program = words.first()?;
+        if program.contains('=') {
+            return None;
+        }
+        return Some(format!("{} *", words.join(" ")));
+    }
+    let (directory, _) = subject.rsplit_once('/')?;
+    let clean = !directory.is_empty() && !directory.split('/').any(|part| part == "..");
+    clean.then(|| format!("{directory}/*"))
+}
+
+/// A program or subcommand name, not a flag, a path, a quoted string or a file.
+fn looks_like_a_command_word(word: &str) -> bool {
+    word.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+' | '='))
+        && !word.starts_with('-')
 }
 
 /// The first rule that approves the call.
@@ -177,6 +238,52 @@ mod tests {
                 .contains("write `bash`")
         );
         assert_eq!(rule("bash:ls *").to_string(), "bash:ls *");
+    }
+
+    #[test]
+    fn a_trailing_wildcard_word_also_matches_the_bare_command() {
+        assert!(rule("bash:cargo test *").allows("bash", &bash("cargo test")));
+        assert!(rule("bash:cargo test *").allows("bash", &bash("  cargo test -q ")));
+        assert!(!rule("bash:cargo test *").allows("bash", &bash("cargo testify")));
+        assert!(!rule("bash:cargo test *").allows("bash", &bash("cargo test | sh")));
+    }
+
+    #[test]
+    fn a_path_pattern_cannot_be_walked_out_of() {
+        let escape = serde_json::json!({ "path": "src/../../etc/passwd" }).to_string();
+        assert!(!rule("write_file:src/*").allows("write_file", &escape));
+        assert!(rule("write_file").allows("write_file", &escape));
+    }
+
+    #[test]
+    fn the_offered_pattern_allows_the_call_it_came_from_and_its_kin() {
+        for (command, offered) in [
+            ("cargo test -q --lib parse", Some("cargo test *")),
+            ("cargo test", Some("cargo test *")),
+            ("ls -la src", Some("ls *")),
+            ("git commit -m 'x'", Some("git commit *")),
+            ("python3 script.py", Some("python3 *")),
+            ("npm run build && rm -rf /", Some("npm run *")),
+            ("RUST_LOG=debug cargo test", None),
+            ("./run.sh", None),
+            ("", None),
+        ] {
+            let offered_now = suggested_pattern("bash", &bash(command));
+            assert_eq!(offered_now.as_deref(), offered, "{command}");
+            if let Some(pattern) = offered_now
+                && !command.contains('&')
+            {
+                assert!(rule(&format!("bash:{pattern}")).allows("bash", &bash(command)));
+            }
+        }
+        let edit = |path: &str| serde_json::json!({ "path": path }).to_string();
+        assert_eq!(
+            suggested_pattern("edit_lines", &edit("src/app/mod.rs")).as_deref(),
+            Some("src/app/*")
+        );
+        assert_eq!(suggested_pattern("edit_lines", &edit("main.rs")), None);
+        assert_eq!(suggested_pattern("edit_lines", &edit("../x/y.rs")), None);
+        assert_eq!(suggested_pattern("remember", r#"{"text":"x"}"#), None);
     }
 
     #[test]
