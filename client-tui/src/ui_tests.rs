@@ -618,3 +618,43 @@ fn goal_loop_banner() {
         "{shown}"
     );
 }
+
+#[test]
+fn memory_listing() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    let note = |id, text: &str, tags: &[&str], created: &str| cwcode_protocol::MemoryNote {
+        id,
+        text: text.to_owned(),
+        tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+        workspace: CWD.to_owned(),
+        session_id: Some("0198a1b2c3d4e5f6".to_owned()),
+        created: created.to_owned(),
+    };
+    app.on_reply(
+        Reply::MemoryNotes(vec![
+            note(
+                14,
+                "The integration tests need `docker compose up db` first; without it they hang \
+                 for a minute and then fail with a connection refused.",
+                &["tests", "db"],
+                "2026-12-01T14:03:27.120Z",
+            ),
+            note(
+                9,
+                "coupons round half up,\nnever down",
+                &["coupons"],
+                "2026-11-30T09:12:00.000Z",
+            ),
+            note(
+                2,
+                "prefer anyhow only at the binary edges",
+                &[],
+                "2026-11-28T17:45:10.000Z",
+            ),
+        ]),
+        now,
+    );
+    let terminal = screen(&mut app, now, 80, 10);
+    insta::assert_snapshot!(terminal.backend());
+}

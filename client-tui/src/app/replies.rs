@@ -122,6 +122,20 @@ impl App {
                 message,
                 code,
             } => self.on_failed(action, message, code),
+            Reply::MemoryNotes(notes) => {
+                let workspace = self.workspace();
+                self.note(reports::memory_list(&notes, &workspace), Tone::Plain);
+            }
+            Reply::MemoryRecalled { query, notes } => {
+                self.note(reports::memory_recall(&query, &notes), Tone::Plain);
+            }
+            Reply::MemoryDeleted { id, deleted: true } => {
+                self.note(format!("deleted note #{id}"), Tone::Info);
+            }
+            Reply::MemoryDeleted { id, deleted: false } => self.note(
+                format!("there is no note #{id}: /memory lists this workspace's notes"),
+                Tone::Error,
+            ),
             Reply::Notice(text) => self.note(text, Tone::Info),
         }
     }
