@@ -95,18 +95,35 @@ pub fn cost_table(report: &CostReport) -> String {
         "turn", "input hit", "input miss", "output", "total"
     ));
     out.push_str(&earlier(report.turns.len()));
+    // With requests unreported, a turn that cost nothing is one the provider said nothing of.
+    let unreported = report.unreported_requests > 0;
+    let figure = |amount: f64| {
+        if unreported && amount == 0.0 {
+            "n/r".to_owned()
+        } else {
+            money(amount)
+        }
+    };
     for turn in report
         .turns
         .iter()
         .skip(report.turns.len().saturating_sub(TABLE_TURNS))
     {
+        let nothing_reported = unreported && turn.total == 0.0;
+        let column = |amount: f64| {
+            if nothing_reported {
+                "n/r".to_owned()
+            } else {
+                money(amount)
+            }
+        };
         out.push_str(&format!(
             "\n{:>5} {:>10} {:>10} {:>10} {:>10}",
             turn.turn,
-            money(turn.input_hit),
-            money(turn.input_miss),
-            money(turn.output),
-            money(turn.total),
+            column(turn.input_hit),
+            column(turn.input_miss),
+            column(turn.output),
+            column(turn.total),
         ));
     }
     out.push_str(&format!(
@@ -115,12 +132,12 @@ pub fn cost_table(report: &CostReport) -> String {
         "",
         "",
         "",
-        money(report.total)
+        figure(report.total)
     ));
     out.push_str(&format!(" {}", report.currency));
-    if report.unreported_requests > 0 {
+    if unreported {
         out.push_str(&format!(
-            "\n{} request(s): usage not reported by the provider, not in the total",
+            "\n{} request(s): usage not reported by the provider (n/r), not in the total",
             report.unreported_requests
         ));
         if let Some(estimate) = report.estimated_total {
@@ -398,6 +415,27 @@ mod tests {
                 " turn  input hit input miss     output      total",
                 "    1     0.0003     0.0003     0.0002     0.0007",
                 "  all                                      0.0007 USD",
+            ]
+        );
+        // A provider that reported nothing: no figure, and not a 0 either.
+        let unreported = CostReport {
+            currency: "CNY".to_owned(),
+            unreported_requests: 2,
+            estimated_total: Some(0.0042),
+            turns: vec![TurnCost {
+                turn: 1,
+                ..TurnCost::default()
+            }],
+            total: 0.0,
+            ..report.clone()
+        };
+        assert_eq!(
+            cost_table(&unreported).lines().skip(2).collect::<Vec<_>>(),
+            [
+                "    1        n/r        n/r        n/r        n/r",
+                "  all                                         n/r CNY",
+                "2 request(s): usage not reported by the provider (n/r), not in the total; \
+                 cwcode's own estimate for them: ~0.0042 CNY",
             ]
         );
         report.prices = None;

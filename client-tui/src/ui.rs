@@ -13,7 +13,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::app::{Answer, App, Connection, Phase};
+use crate::app::{Answer, App, Connection, Phase, Reported};
 use crate::format::{self, money, percent, shorten, tokens};
 use crate::picker::{Item, Picker};
 use crate::rewind::RewindPicker;
@@ -28,6 +28,8 @@ const MAX_COMPLETIONS: usize = 8;
 const MAX_TODOS: usize = 8;
 const MAX_CHECKPOINTS: usize = 10;
 const PROMPT: &str = "› ";
+/// A figure the provider did not report (never shown as 0).
+const NOT_REPORTED: &str = "not reported";
 
 pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
     let area = frame.area();
@@ -411,15 +413,21 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
             6,
             Span::raw(format!("ctx {}{window}", tokens(app.context_tokens))),
         ));
-        pieces.push(piece(
-            6,
-            Span::raw(format!(
-                "cache {}",
-                percent(app.cached_tokens, app.prompt_tokens)
-            )),
-        ));
-        if let Some(cost) = app.cost() {
-            pieces.push(piece(4, Span::raw(format!("cost {}", money(cost)))));
+        // Figures the provider did not report are not 0: said so (`n/r` where room is short, as
+        // in `/cache`), or marked as a lower bound.
+        let reported = app.usage_reported();
+        let cache = match reported {
+            Reported::Nothing => "n/r".to_owned(),
+            Reported::All | Reported::Partly => percent(app.cached_tokens, app.prompt_tokens),
+        };
+        pieces.push(piece(6, Span::raw(format!("cache {cache}"))));
+        if let Some((cost, currency)) = app.cost() {
+            let cost = match reported {
+                Reported::Nothing => NOT_REPORTED.to_owned(),
+                Reported::Partly => format!("≥{} {currency}", money(cost)),
+                Reported::All => format!("{} {currency}", money(cost)),
+            };
+            pieces.push(piece(4, Span::raw(format!("cost {cost}"))));
         }
     }
     pieces.push(piece(

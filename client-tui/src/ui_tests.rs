@@ -658,3 +658,78 @@ fn memory_listing() {
     let terminal = screen(&mut app, now, 80, 10);
     insta::assert_snapshot!(terminal.backend());
 }
+
+/// An interface on a profile priced in yuan, after a turn of two requests: the provider
+/// reported the first one's usage, and `second` (if any) of the other.
+fn priced_in_yuan(now: Instant, first: Option<Usage>, second: Option<Usage>) -> App {
+    let mut app = attached_app(now);
+    let mut profiles = app.profiles.clone();
+    if let Some(prices) = &mut profiles[0].prices {
+        prices.currency = "CNY".to_owned();
+        prices.input_hit = 0.5;
+        prices.input_miss = 2.0;
+        prices.output = 8.0;
+    }
+    app.on_reply(Reply::Profiles(profiles), now);
+    let answer = |usage| EventKind::AssistantMessage {
+        content: "Done.".to_owned(),
+        reasoning: None,
+        tool_calls: Vec::new(),
+        usage,
+        stats: None,
+    };
+    let mut total = Usage::default();
+    for usage in [first, second].iter().flatten() {
+        total.add(usage);
+    }
+    feed(
+        &mut app,
+        now,
+        [
+            started("fix the rounding"),
+            answer(first),
+            answer(second),
+            EventKind::TurnFinished {
+                turn: 1,
+                outcome: TurnOutcome::Completed,
+                usage: total,
+                error: None,
+            },
+        ],
+    );
+    app
+}
+
+#[test]
+fn status_line_cost_in_the_profiles_currency() {
+    let now = Instant::now();
+    let usage = Usage {
+        prompt_tokens: 4_000,
+        completion_tokens: 500,
+        cached_tokens: 3_000,
+    };
+    let mut app = priced_in_yuan(now, Some(usage), Some(usage));
+    let terminal = screen(&mut app, now, 100, 4);
+    insta::assert_snapshot!(terminal.backend());
+    // 6000 cached at 0.5, 2000 missed at 2.0, 1000 output at 8.0 per million: 0.015.
+    let status = format!("{:?}", terminal.backend());
+    assert!(status.contains("cost 0.0150 CNY"), "{status}");
+}
+
+#[test]
+fn status_line_says_not_reported_rather_than_zero() {
+    let now = Instant::now();
+    let mut app = priced_in_yuan(now, None, None);
+    let status = format!("{:?}", screen(&mut app, now, 100, 4).backend());
+    assert!(status.contains("cache n/r │ cost not reported"), "{status}");
+    assert!(!status.contains("0.0000"), "{status}");
+    let usage = Usage {
+        prompt_tokens: 4_000,
+        completion_tokens: 500,
+        cached_tokens: 3_000,
+    };
+    let mut app = priced_in_yuan(now, Some(usage), None);
+    let status = format!("{:?}", screen(&mut app, now, 100, 4).backend());
+    // One request of two reported: what it cost is the least the turn cost.
+    assert!(status.contains("cost ≥0.0075 CNY"), "{status}");
+}

@@ -146,6 +146,7 @@ impl App {
                     format!("profile is now {profile}: the session starts on it"),
                     Tone::Info,
                 );
+                self.warn_key_only_here();
             }
             Command::New => self.note("this is a new session already", Tone::Info),
             _ => self.note(

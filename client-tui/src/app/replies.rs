@@ -84,6 +84,7 @@ impl App {
             Reply::Profiles(profiles) => {
                 self.profiles = profiles;
                 self.draft_profile();
+                self.warn_key_only_here();
                 if std::mem::take(&mut self.show_profiles) {
                     self.show_model();
                 }
@@ -190,6 +191,32 @@ impl App {
         {
             session.profile = default;
         }
+        self.warn_key_only_here();
+    }
+
+    /// The session's profile has no key in the daemon while this terminal's environment has
+    /// it: the daemon was started before the key was set, or from another shell, and its
+    /// requests would fail for want of a key. Said once a profile, where the session is read.
+    pub(super) fn warn_key_only_here(&mut self) {
+        if !self.caught_up {
+            return;
+        }
+        let env = self.client_env;
+        let Some(profile) = self.profile() else {
+            return;
+        };
+        let Some(variable) = profile.key_only_in(&|name| env(name)) else {
+            return;
+        };
+        if self.key_warned.contains(&profile.name) {
+            return;
+        }
+        let (name, advice) = (
+            profile.name.clone(),
+            profile.key_only_in_client_advice(variable),
+        );
+        self.key_warned.push(name);
+        self.note(advice, Tone::Warn);
     }
 
     fn on_sessions(&mut self, sessions: &[SessionInfo]) {
@@ -251,18 +278,22 @@ impl App {
         self.prompt_tokens = 0;
         self.cached_tokens = 0;
         self.completion_tokens = 0;
+        self.reported_requests = 0;
+        self.unreported_requests = 0;
         self.context_tokens = 0;
         self.todos.clear();
         self.goal = None;
         self.replay_until = 0;
         self.caught_up = false;
         self.scroll = None;
+        self.key_warned.clear();
     }
 
     /// The replay is over: what it rebuilt is made exact where events alone cannot tell (a
     /// loop the daemon resumed after a restart, goals checked by hand).
     fn catch_up(&mut self) {
         self.caught_up = true;
+        self.warn_key_only_here();
         if let Some(session_id) = self.session_id() {
             self.outbox.push(Request::GoalStatus {
                 session_id,
@@ -321,6 +352,17 @@ impl App {
         if !self.caught_up && event.seq >= self.replay_until {
             self.catch_up();
         }
+        // A sub-agent's requests count too: their tokens are in the turn's.
+        match &event.kind {
+            EventKind::AssistantMessage { usage, .. } | EventKind::CallAbandoned { usage, .. } => {
+                if usage.is_some() {
+                    self.reported_requests += 1;
+                } else {
+                    self.unreported_requests += 1;
+                }
+            }
+            _ => {}
+        }
         // A sub-agent's tool calls and approvals show in the transcript; its own text is not
         // the session's answer (the `task` call's result is).
         if event.is_sub_agent_text() {
@@ -360,6 +402,7 @@ impl App {
                     format!("profile is now {profile}{model}: the next request goes there"),
                     Tone::Info,
                 );
+                self.warn_key_only_here();
             }
             EventKind::StatusChanged { status } => {
                 self.status = *status;
