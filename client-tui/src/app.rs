@@ -16,6 +16,7 @@ use crate::daemon::Request;
 use crate::editor::Editor;
 use crate::picker::Picker;
 use crate::rewind::RewindPicker;
+use crate::setup::Setup;
 use crate::transcript::{Tone, Transcript};
 
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod command_tests;
 mod commands;
 #[cfg(test)]
 mod daily_tests;
+mod first_run;
 mod keys;
 mod replies;
 #[cfg(test)]
@@ -249,6 +251,10 @@ pub struct App {
     pub client_env: fn(&str) -> Option<String>,
     /// The profiles already warned about, since the session was shown.
     key_warned: Vec<String>,
+    /// The first run's setup, over everything else while it is open.
+    pub setup: Option<Setup>,
+    /// Whether the first list of profiles was looked at for the setup: it is offered once.
+    setup_offered: bool,
 }
 
 impl App {
@@ -306,6 +312,8 @@ impl App {
             exit: None,
             client_env: |name| std::env::var(name).ok(),
             key_warned: Vec::new(),
+            setup: None,
+            setup_offered: false,
         }
     }
 

@@ -15,7 +15,7 @@ use cwcode_protocol::{
     ApprovalRespondParams, CacheReport, CheckpointInfo, Client, ClientError, ConnectOptions,
     CostReport, CreateSessionParams, Event, EventKind, EventsParams, GoalStartParams, GoalStatus,
     MemoryDeleteParams, MemoryListParams, MemoryNote, MemoryRecallParams, Mode, ProfileInfo,
-    RecalledNote, RewindResult, SessionInfo,
+    RecalledNote, RewindResult, SessionInfo, SetKeyParams,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -101,6 +101,8 @@ pub enum Request {
     MemoryDelete {
         id: i64,
     },
+    /// The first run's key, stored by the daemon in config.json (its Debug hides the key).
+    SetKey(SetKeyParams),
 }
 
 /// What a goal call was for: every answer is the loop's status, shown according to the call.
@@ -144,6 +146,7 @@ pub enum Action {
     Cost,
     Goal,
     Memory,
+    SetKey,
 }
 
 #[derive(Debug, Clone)]
@@ -194,6 +197,10 @@ pub enum Reply {
     MemoryDeleted {
         id: i64,
         deleted: bool,
+    },
+    /// The key is stored for this profile.
+    KeyStored {
+        profile: String,
     },
     /// Something worth a line in the transcript.
     Notice(String),
@@ -533,6 +540,7 @@ fn action_of(request: &Request) -> Action {
         Request::MemoryList { .. }
         | Request::MemoryRecall { .. }
         | Request::MemoryDelete { .. } => Action::Memory,
+        Request::SetKey(_) => Action::SetKey,
     }
 }
 
@@ -631,6 +639,12 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
             };
             let notes = client.call::<MemoryRecall>(&params).await?.notes;
             Reply::MemoryRecalled { query, notes }
+        }
+        Request::SetKey(params) => {
+            client.set_key(&params.profile, &params.key).await?;
+            Reply::KeyStored {
+                profile: params.profile,
+            }
         }
         Request::MemoryDelete { id } => {
             let deleted = client

@@ -45,6 +45,14 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
     .areas(area);
     draw_header(frame, app, header);
     draw_status(frame, app, status, now);
+    if let Some(setup) = &app.setup {
+        let lines = setup.lines(body.width as usize);
+        frame.render_widget(
+            Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
+            body,
+        );
+        return;
+    }
     if let Some(picker) = &app.picker {
         draw_picker(frame, picker, body);
         return;
@@ -377,7 +385,9 @@ fn piece(priority: u8, span: Span<'static>) -> Piece {
 fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
     let width = area.width as usize;
     let mut pieces: Vec<Piece> = Vec::new();
-    if let Some(session) = &app.session {
+    // During the first run's setup there is no session to describe yet, nor keys but its own.
+    let session = app.session.as_ref().filter(|_| app.setup.is_none());
+    if let Some(session) = session {
         // The mode the user chose shows at once; the daemon's confirmation follows.
         let mode = app.intended_mode();
         let (label, style) = match mode {
@@ -459,7 +469,7 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
             9,
             Span::styled(flash.clone(), Style::new().fg(Color::Yellow)),
         )),
-        None if app.phase != Phase::Attached => None,
+        None if app.phase != Phase::Attached || app.setup.is_some() => None,
         None if app.busy() => Some(piece(1, Span::styled("esc cancel · shift+tab mode", DIM))),
         None => Some(piece(1, Span::styled("shift+tab mode · /help", DIM))),
     };
@@ -490,7 +500,7 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
     }
     let mut spans = Vec::new();
     // The mode badge is set off by its colour; the figures after it by separators.
-    let badge = app.session.is_some();
+    let badge = session.is_some();
     for (index, piece) in pieces.into_iter().enumerate() {
         match index {
             0 => {}

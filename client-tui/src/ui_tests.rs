@@ -733,3 +733,58 @@ fn status_line_says_not_reported_rather_than_zero() {
     // One request of two reported: what it cost is the least the turn cost.
     assert!(status.contains("cost ≥0.0075 CNY"), "{status}");
 }
+
+#[test]
+fn first_run_setup() {
+    let now = Instant::now();
+    let mut app = App::new(CWD.to_owned(), crate::app::Startup::Choose, None, None);
+    app.client_env = |_| None;
+    app.on_reply(Reply::Connected, now);
+    let profile =
+        |name: &str, model: &str, url: &str, variable: &str| cwcode_protocol::ProfileInfo {
+            name: name.to_owned(),
+            base_url: url.to_owned(),
+            model: model.to_owned(),
+            has_key: false,
+            is_default: false,
+            context_window: None,
+            prices: None,
+            key_env: Some(variable.to_owned()),
+        };
+    app.on_reply(
+        Reply::Profiles(vec![
+            profile(
+                "deepseek-v4-pro",
+                "deepseek-v4-pro",
+                "https://api.deepseek.com",
+                "DEEPSEEK_API_KEY",
+            ),
+            profile(
+                "kimi-for-coding",
+                "kimi-for-coding",
+                "https://api.kimi.com/coding/v1",
+                "KIMI_API_KEY",
+            ),
+            profile(
+                "qwen3.6-27b",
+                "qwen3.6-27b",
+                "https://dashscope.aliyuncs.com/compatible-mode/v1",
+                "DASHSCOPE_API_KEY",
+            ),
+        ]),
+        now,
+    );
+    app.on_reply(Reply::Sessions(Vec::new()), now);
+    key(&mut app, KeyCode::Down, now);
+    let terminal = screen(&mut app, now, 100, 12);
+    insta::assert_snapshot!("first_run_setup_profiles", terminal.backend());
+    key(&mut app, KeyCode::Enter, now);
+    type_text(&mut app, "sk-0123456789abcdef", now);
+    let terminal = screen(&mut app, now, 100, 12);
+    let shown = format!("{:?}", terminal.backend());
+    assert!(
+        !shown.contains("0123456789"),
+        "the key is never drawn: {shown}"
+    );
+    insta::assert_snapshot!("first_run_setup_key", terminal.backend());
+}

@@ -12,6 +12,7 @@ use crate::daemon::{Action, GoalCall, Open, Reply, Request};
 use crate::picker::Picker;
 use crate::reports;
 use crate::rewind::RewindPicker;
+use crate::setup::Setup;
 use crate::transcript::{Tone, Transcript};
 
 impl App {
@@ -83,6 +84,10 @@ impl App {
             Reply::Cancelled(false) => self.flash = Some("no turn is running".to_owned()),
             Reply::Profiles(profiles) => {
                 self.profiles = profiles;
+                if !std::mem::replace(&mut self.setup_offered, true) {
+                    self.setup =
+                        Setup::offer(&self.profiles, self.new_profile.is_some(), self.client_env);
+                }
                 self.draft_profile();
                 self.warn_key_only_here();
                 if std::mem::take(&mut self.show_profiles) {
@@ -137,6 +142,7 @@ impl App {
                 format!("there is no note #{id}: /memory lists this workspace's notes"),
                 Tone::Error,
             ),
+            Reply::KeyStored { profile } => self.key_stored(profile),
             Reply::Notice(text) => self.note(text, Tone::Info),
         }
     }
@@ -474,6 +480,11 @@ impl App {
 
     fn on_failed(&mut self, action: Action, message: String, code: Option<i32>) {
         match action {
+            Action::SetKey if self.setup.is_some() => {
+                if let Some(setup) = &mut self.setup {
+                    setup.failed(message);
+                }
+            }
             Action::SetMode => {
                 self.mode_answered();
                 self.note(message, Tone::Error);

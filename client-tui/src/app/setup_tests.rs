@@ -2,12 +2,14 @@
 
 use std::time::Instant;
 
+use crossterm::event::{Event as TermEvent, KeyCode};
 use cwcode_protocol::{EventKind, ProfileInfo};
 
-use super::tests::transcript_text;
-use super::{App, Startup};
-use crate::daemon::Reply;
+use super::tests::{press, transcript_text, type_text};
+use super::{App, Exit, Startup};
+use crate::daemon::{Action, Open, Reply, Request};
 use crate::fixtures::{CWD, feed, session};
+use crate::setup::Step;
 
 fn profile(name: &str, has_key: bool, is_default: bool, key_env: Option<&str>) -> ProfileInfo {
     ProfileInfo {
@@ -125,4 +127,140 @@ fn no_warning_when_the_daemon_has_the_key_or_this_terminal_has_none() {
         );
         assert!(!transcript_text(&mut app).contains("has no key"));
     }
+}
+
+/// A first run: the daemon lists built-in profiles, none with a key, none the default.
+fn first_run(now: Instant) -> App {
+    let mut app = App::new(CWD.to_owned(), Startup::Choose, None, None);
+    app.client_env = |_| None;
+    app.on_reply(Reply::Connected, now);
+    app.on_reply(
+        Reply::Profiles(vec![
+            profile("deepseek-v4-pro", false, false, Some("DEEPSEEK_API_KEY")),
+            profile("kimi-for-coding", false, false, Some("KIMI_API_KEY")),
+            profile("local-vllm", true, false, None),
+        ]),
+        now,
+    );
+    app.on_reply(Reply::Sessions(Vec::new()), now);
+    app.outbox.clear();
+    app
+}
+
+#[test]
+fn the_first_run_picks_a_profile_and_stores_the_pasted_key() {
+    let now = Instant::now();
+    let mut app = first_run(now);
+    let setup = app.setup.as_ref().expect("the setup is offered");
+    // A profile that needs no key is not one to paste a key for.
+    let names: Vec<&str> = setup.profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["deepseek-v4-pro", "kimi-for-coding"]);
+    press(&mut app, KeyCode::Down, now);
+    press(&mut app, KeyCode::Enter, now);
+    // Typing goes to the key, not to the prompt; a paste's line break is dropped.
+    type_text(&mut app, "sk-", now);
+    app.on_terminal(TermEvent::Paste("kimi-secret\n".to_owned()), now);
+    assert!(app.editor.text().is_empty());
+    press(&mut app, KeyCode::Enter, now);
+    let [Request::SetKey(params)] = &app.outbox[..] else {
+        panic!("expected config/setKey: {:?}", app.outbox);
+    };
+    assert_eq!(
+        (params.profile.as_str(), params.key.as_str()),
+        ("kimi-for-coding", "sk-kimi-secret")
+    );
+    // The outbox's Debug (in logs, in panics) never shows the key.
+    assert!(!format!("{:?}", app.outbox).contains("kimi-secret"));
+    app.outbox.clear();
+    app.on_reply(
+        Reply::KeyStored {
+            profile: "kimi-for-coding".to_owned(),
+        },
+        now,
+    );
+    assert!(app.setup.is_none());
+    assert!(matches!(app.outbox[..], [Request::ListProfiles]));
+    assert_eq!(
+        app.session.as_ref().map(|s| s.profile.as_str()),
+        Some("kimi-for-coding")
+    );
+    assert!(transcript_text(&mut app).contains("key stored for profile kimi-for-coding"));
+    // The session starts on the profile the key is for.
+    app.outbox.clear();
+    type_text(&mut app, "hello", now);
+    press(&mut app, KeyCode::Enter, now);
+    let [Request::Open(Open::New { params, .. })] = &app.outbox[..] else {
+        panic!("expected the session to be created: {:?}", app.outbox);
+    };
+    assert_eq!(params.profile.as_deref(), Some("kimi-for-coding"));
+}
+
+#[test]
+fn a_refused_key_asks_again_and_escape_leaves_saying_how_to_do_it_by_hand() {
+    let now = Instant::now();
+    let mut app = first_run(now);
+    press(&mut app, KeyCode::Enter, now);
+    // Nothing pasted yet: not sent.
+    press(&mut app, KeyCode::Enter, now);
+    assert!(app.outbox.is_empty());
+    type_text(&mut app, "sk-x", now);
+    press(&mut app, KeyCode::Enter, now);
+    app.on_reply(
+        Reply::Failed {
+            action: Action::SetKey,
+            message: "cannot write config.json: read-only file system".to_owned(),
+            code: None,
+        },
+        now,
+    );
+    let setup = app.setup.as_ref().expect("still in the setup");
+    assert!(matches!(&setup.step, Step::Key(key) if key.is_empty()));
+    assert_eq!(
+        setup.error.as_deref(),
+        Some("cannot write config.json: read-only file system")
+    );
+    // Esc goes back to the profiles, a second Esc leaves.
+    press(&mut app, KeyCode::Esc, now);
+    assert!(app.exit.is_none());
+    press(&mut app, KeyCode::Esc, now);
+    let Some(Exit::Failed(message)) = &app.exit else {
+        panic!("expected to leave with the way by hand: {:?}", app.exit);
+    };
+    assert!(
+        message.contains("cwcode-cli config set-key PROFILE"),
+        "{message}"
+    );
+    assert!(
+        message.contains("deepseek-v4-pro: DEEPSEEK_API_KEY"),
+        "{message}"
+    );
+}
+
+#[test]
+fn no_setup_when_a_profile_is_ready_or_one_was_asked_for() {
+    let now = Instant::now();
+    let mut app = App::new(CWD.to_owned(), Startup::New, Some("mine".to_owned()), None);
+    app.on_reply(Reply::Connected, now);
+    app.on_reply(
+        Reply::Profiles(vec![profile("deepseek", false, false, None)]),
+        now,
+    );
+    assert!(app.setup.is_none());
+    let mut app = App::new(CWD.to_owned(), Startup::New, None, None);
+    app.on_reply(Reply::Connected, now);
+    app.on_reply(
+        Reply::Profiles(vec![
+            profile("deepseek", false, false, None),
+            profile("local", true, true, None),
+        ]),
+        now,
+    );
+    assert!(app.setup.is_none());
+    // Offered once: a later list (after /model) does not bring it back.
+    let mut app = first_run(now);
+    press(&mut app, KeyCode::Esc, now);
+    app.exit = None;
+    app.setup = None;
+    app.on_reply(Reply::Profiles(app.profiles.clone()), now);
+    assert!(app.setup.is_none());
 }
