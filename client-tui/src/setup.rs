@@ -45,15 +45,19 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// The setup, when it is needed: no profile is ready to be the default (the daemon could
-    /// start no session without naming one) and some profile wants a key. A profile asked for
-    /// on the command line is the user's choice; its own error says what it lacks.
+    /// The setup, when it is needed: no default profile is ready (none is the default, so the
+    /// daemon could start no session without naming one, or the default has no key) and some
+    /// profile wants a key. A profile asked for on the command line is the user's choice; its
+    /// own error says what it lacks.
     pub fn offer(
         profiles: &[ProfileInfo],
         profile_asked: bool,
         env: fn(&str) -> Option<String>,
     ) -> Option<Self> {
-        if profile_asked || profiles.iter().any(|profile| profile.is_default) {
+        let default_ready = profiles
+            .iter()
+            .any(|profile| profile.is_default && profile.has_key);
+        if profile_asked || default_ready {
             return None;
         }
         let wanting: Vec<ProfileInfo> = profiles

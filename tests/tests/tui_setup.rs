@@ -144,3 +144,36 @@ async fn escape_leaves_the_setup_with_the_way_to_do_it_by_hand() {
     let config = std::fs::read_to_string(home.paths.config()).unwrap();
     assert!(!config.contains("sk-"), "{config}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_only_this_terminal_has_is_named_with_the_fix() {
+    let cwcode = tui_bin();
+    let cwcode = cwcode.to_str().unwrap();
+    let provider = FakeProvider::start().await;
+    let home = keyless_home(&provider.url);
+    // The daemon starts without the key; the shell `cwcode` runs in has it.
+    let _daemon = home.start_daemon();
+
+    let tmux = Tmux::start(&home, "setup", &home.workspace);
+    tmux.type_line(
+        WINDOW,
+        &format!("{KEY_VARIABLE}=sk-only-in-this-shell {cwcode}"),
+    );
+    let advice = format!(
+        "profile `fake` has no key in the running daemon, but your environment has \
+         {KEY_VARIABLE}: the daemon started without it. Run `cwcode-cli daemon stop` and try \
+         again (the next command starts the daemon with your environment), or store the key \
+         with `cwcode-cli config set-key fake`"
+    );
+    // The advice wraps at the window's edge: read the screen as one line.
+    let screen = tmux
+        .wait_until(WINDOW, &advice, |screen| {
+            let words: Vec<&str> = screen.split_whitespace().collect();
+            words.join(" ").contains(&advice)
+        })
+        .await;
+    assert!(!screen.contains("sk-only-in-this-shell"), "{screen}");
+    tmux.keys(WINDOW, &["Escape"]);
+    tmux.wait_for(WINDOW, &["cwcode: no provider profile has an API key yet"])
+        .await;
+}

@@ -256,6 +256,14 @@ fn no_setup_when_a_profile_is_ready_or_one_was_asked_for() {
         now,
     );
     assert!(app.setup.is_none());
+    // A default without its key is no more ready than none.
+    let mut app = App::new(CWD.to_owned(), Startup::New, None, None);
+    app.on_reply(Reply::Connected, now);
+    app.on_reply(
+        Reply::Profiles(vec![profile("deepseek", false, true, None)]),
+        now,
+    );
+    assert!(app.setup.is_some());
     // Offered once: a later list (after /model) does not bring it back.
     let mut app = first_run(now);
     press(&mut app, KeyCode::Esc, now);
