@@ -16,6 +16,7 @@ use crate::daemon::Request;
 use crate::editor::Editor;
 use crate::picker::Picker;
 use crate::rewind::RewindPicker;
+use crate::setup::Setup;
 use crate::transcript::{Tone, Transcript};
 
 #[cfg(test)]
@@ -23,10 +24,13 @@ mod command_tests;
 mod commands;
 #[cfg(test)]
 mod daily_tests;
+mod first_run;
 mod keys;
 mod replies;
 #[cfg(test)]
 mod session_tests;
+#[cfg(test)]
+mod setup_tests;
 #[cfg(test)]
 mod tests;
 
@@ -155,6 +159,17 @@ pub fn title_from(prompt: &str) -> String {
     }
 }
 
+/// Whether the provider reported the usage of the session's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reported {
+    /// Every request's (or there were none yet).
+    All,
+    /// Some requests': the figures are a lower bound.
+    Partly,
+    /// No request's: there are no figures, which is not 0.
+    Nothing,
+}
+
 /// A state a status-line hint describes; the hint goes when the state does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HintEnd {
@@ -205,6 +220,9 @@ pub struct App {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub completion_tokens: u64,
+    /// Model requests whose usage the provider reported, and those it reported nothing for.
+    reported_requests: u32,
+    unreported_requests: u32,
     /// The size of the last request: its prompt plus its answer.
     pub context_tokens: u64,
     pub todos: Vec<TodoItem>,
@@ -230,6 +248,15 @@ pub struct App {
     hint_end: Option<(HintEnd, &'static str)>,
     pub outbox: Vec<Request>,
     pub exit: Option<Exit>,
+    /// This terminal's environment, where a profile's key variable may be set while the
+    /// daemon (started elsewhere, or earlier) has none; tests put their own in.
+    pub client_env: fn(&str) -> Option<String>,
+    /// The profiles already warned about, since the session was shown.
+    key_warned: Vec<String>,
+    /// The first run's setup, over everything else while it is open.
+    pub setup: Option<Setup>,
+    /// Whether the first list of profiles was looked at for the setup: it is offered once.
+    setup_offered: bool,
 }
 
 impl App {
@@ -268,6 +295,8 @@ impl App {
             prompt_tokens: 0,
             cached_tokens: 0,
             completion_tokens: 0,
+            reported_requests: 0,
+            unreported_requests: 0,
             context_tokens: 0,
             todos: Vec::new(),
             show_todos: true,
@@ -283,6 +312,10 @@ impl App {
             hint_end: None,
             outbox: Vec::new(),
             exit: None,
+            client_env: |name| std::env::var(name).ok(),
+            key_warned: Vec::new(),
+            setup: None,
+            setup_offered: false,
         }
     }
 
@@ -355,16 +388,27 @@ impl App {
         self.profiles.iter().find(|profile| &profile.name == name)
     }
 
-    /// What the session cost so far, when its profile has prices (per million tokens).
-    pub fn cost(&self) -> Option<f64> {
+    /// What the session cost so far, when its profile has prices (per million tokens), in the
+    /// currency of its price table. Only the requests whose usage the provider reported are in
+    /// it: see [`App::usage_reported`].
+    pub fn cost(&self) -> Option<(f64, &str)> {
         let prices = self.profile()?.prices.as_ref()?;
         let missed = self.prompt_tokens.saturating_sub(self.cached_tokens);
-        Some(
-            (self.cached_tokens as f64 * prices.input_hit
-                + missed as f64 * prices.input_miss
-                + self.completion_tokens as f64 * prices.output)
-                / 1e6,
-        )
+        let cost = (self.cached_tokens as f64 * prices.input_hit
+            + missed as f64 * prices.input_miss
+            + self.completion_tokens as f64 * prices.output)
+            / 1e6;
+        Some((cost, prices.currency.as_str()))
+    }
+
+    /// How much of the session's usage the provider reported: the token figures (and the
+    /// cost) leave out the requests it reported nothing for, so they are not the whole.
+    pub fn usage_reported(&self) -> Reported {
+        match (self.reported_requests, self.unreported_requests) {
+            (_, 0) => Reported::All,
+            (0, _) => Reported::Nothing,
+            _ => Reported::Partly,
+        }
     }
 
     /// The approval the prompt asks about: the oldest, once the replay is over (answering an

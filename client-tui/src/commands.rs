@@ -64,6 +64,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         about: "add a goal to goals.md, start or stop the loop that works through them",
     },
     CommandSpec {
+        name: "memory",
+        args: "[QUERY|rm ID]",
+        about: "this workspace's notes, newest first; search them, or delete one",
+    },
+    CommandSpec {
         name: "todo",
         args: "",
         about: "show or hide the model's todo list",
@@ -130,6 +135,12 @@ pub enum Command {
     GoalOff,
     /// `/goal` or `/goal status`.
     GoalStatus,
+    /// `/memory`: the workspace's notes, newest first.
+    MemoryList,
+    /// `/memory QUERY`: the notes that match, best first.
+    MemoryRecall(String),
+    /// `/memory rm ID`.
+    MemoryDelete(i64),
     Todo,
     Sessions,
     New,
@@ -185,6 +196,7 @@ pub fn parse_input(text: &str) -> Input {
         "cache" => Command::Cache,
         "cost" => Command::Cost,
         "goal" | "goals" => parse_goal(argument),
+        "memory" | "memories" | "notes" => parse_memory(argument),
         "todo" | "todos" => Command::Todo,
         "sessions" | "resume" => Command::Sessions,
         "new" | "clear" => Command::New,
@@ -230,6 +242,27 @@ pub fn is_builtin(name: &str) -> bool {
         parse_input(&format!("/{name}")),
         Input::Command(Command::Invalid(message)) if message.starts_with("unknown command")
     )
+}
+
+/// `/memory`'s argument: nothing (or `ls`) lists, `rm ID` deletes, anything else is a query.
+fn parse_memory(argument: &str) -> Command {
+    let (word, rest) = match argument.split_once(char::is_whitespace) {
+        Some((word, rest)) => (word, rest.trim()),
+        None => (argument, ""),
+    };
+    match (word, rest) {
+        ("" | "ls" | "list", "") => Command::MemoryList,
+        ("rm" | "delete", "") => {
+            Command::Invalid("/memory rm takes a note's number: /memory lists them".to_owned())
+        }
+        ("rm" | "delete", id) => match id.trim_start_matches('#').parse::<i64>() {
+            Ok(id) if id > 0 => Command::MemoryDelete(id),
+            _ => Command::Invalid(format!(
+                "/memory rm takes one note number such as 12 (as /memory shows it), not `{id}`"
+            )),
+        },
+        _ => Command::MemoryRecall(argument.to_owned()),
+    }
 }
 
 /// `/goal`'s argument. A lone `on`, `off` or `status` is the command; with more words it is a
@@ -399,6 +432,41 @@ mod tests {
     }
 
     #[test]
+    fn memory_lists_searches_and_deletes() {
+        let parsed = |text: &str| match parse_input(text) {
+            Input::Command(command) => command,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(parsed("/memory"), Command::MemoryList);
+        assert_eq!(parsed("/memory ls"), Command::MemoryList);
+        assert_eq!(parsed("/notes"), Command::MemoryList);
+        assert_eq!(
+            parsed("/memory  coupon rounding "),
+            Command::MemoryRecall("coupon rounding".to_owned())
+        );
+        // A query may start with a word that is a subcommand on its own.
+        assert_eq!(
+            parsed("/memory ls output colours"),
+            Command::MemoryRecall("ls output colours".to_owned())
+        );
+        assert_eq!(parsed("/memory rm 12"), Command::MemoryDelete(12));
+        assert_eq!(parsed("/memory rm #7"), Command::MemoryDelete(7));
+        for (typed, expected) in [
+            ("/memory rm", "/memory rm takes a note's number"),
+            ("/memory rm twelve", "not `twelve`"),
+            ("/memory rm 0", "not `0`"),
+            ("/memory rm 3 4", "not `3 4`"),
+        ] {
+            let Command::Invalid(message) = parsed(typed) else {
+                panic!("{typed} should be refused");
+            };
+            assert!(message.contains(expected), "{typed}: {message}");
+        }
+        assert_eq!(complete("/mem", &[])[0].replacement, "/memory");
+        assert!(is_builtin("memory"));
+    }
+
+    #[test]
     fn slash_commands_and_their_mistakes() {
         assert_eq!(
             parse_input("/mode  YOLO "),
@@ -444,7 +512,14 @@ mod tests {
     #[test]
     fn completion_offers_matching_commands_then_modes() {
         let names: Vec<String> = complete("/m", &[]).into_iter().map(|c| c.label).collect();
-        assert_eq!(names, ["/mode plan|code|yolo", "/model [NAME]"]);
+        assert_eq!(
+            names,
+            [
+                "/mode plan|code|yolo",
+                "/model [NAME]",
+                "/memory [QUERY|rm ID]"
+            ]
+        );
         assert_eq!(complete("/mode", &[])[0].replacement, "/mode ");
         assert_eq!(complete("/se", &[])[0].replacement, "/sessions");
         let modes: Vec<String> = complete("/mode ", &[])

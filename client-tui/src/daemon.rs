@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cwcode_protocol::client::EventStream;
-use cwcode_protocol::methods::SessionEvents;
+use cwcode_protocol::methods::{MemoryDelete, MemoryList, MemoryRecall, SessionEvents};
 use cwcode_protocol::{
     ApprovalRespondParams, CacheReport, CheckpointInfo, Client, ClientError, ConnectOptions,
     CostReport, CreateSessionParams, Event, EventKind, EventsParams, GoalStartParams, GoalStatus,
-    Mode, ProfileInfo, RewindResult, SessionInfo,
+    MemoryDeleteParams, MemoryListParams, MemoryNote, MemoryRecallParams, Mode, ProfileInfo,
+    RecalledNote, RewindResult, SessionInfo, SetKeyParams,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -88,6 +89,20 @@ pub enum Request {
         session_id: String,
         call: GoalCall,
     },
+    /// `/memory`: the notes of `workspace`, newest first.
+    MemoryList {
+        workspace: String,
+    },
+    /// `/memory QUERY`: ranked with `workspace`'s notes first.
+    MemoryRecall {
+        query: String,
+        workspace: String,
+    },
+    MemoryDelete {
+        id: i64,
+    },
+    /// The first run's key, stored by the daemon in config.json (its Debug hides the key).
+    SetKey(SetKeyParams),
 }
 
 /// What a goal call was for: every answer is the loop's status, shown according to the call.
@@ -130,6 +145,8 @@ pub enum Action {
     Cache,
     Cost,
     Goal,
+    Memory,
+    SetKey,
 }
 
 #[derive(Debug, Clone)]
@@ -170,6 +187,20 @@ pub enum Reply {
         action: Action,
         message: String,
         code: Option<i32>,
+    },
+    /// The workspace's notes, newest first.
+    MemoryNotes(Vec<MemoryNote>),
+    MemoryRecalled {
+        query: String,
+        notes: Vec<RecalledNote>,
+    },
+    MemoryDeleted {
+        id: i64,
+        deleted: bool,
+    },
+    /// The key is stored for this profile.
+    KeyStored {
+        profile: String,
     },
     /// Something worth a line in the transcript.
     Notice(String),
@@ -506,6 +537,10 @@ fn action_of(request: &Request) -> Action {
         | Request::GoalStart(_)
         | Request::GoalStop { .. }
         | Request::GoalStatus { .. } => Action::Goal,
+        Request::MemoryList { .. }
+        | Request::MemoryRecall { .. }
+        | Request::MemoryDelete { .. } => Action::Memory,
+        Request::SetKey(_) => Action::SetKey,
     }
 }
 
@@ -589,9 +624,45 @@ async fn perform(client: &Client, request: Request) -> Result<Done, ClientError>
             let status = client.goal_status(&session_id).await?;
             goal_reply(session_id, call, status)
         }
+        Request::MemoryList { workspace } => {
+            let params = MemoryListParams {
+                workspace: Some(workspace),
+                limit: Some(MEMORY_LISTED),
+            };
+            Reply::MemoryNotes(client.call::<MemoryList>(&params).await?.notes)
+        }
+        Request::MemoryRecall { query, workspace } => {
+            let params = MemoryRecallParams {
+                query: query.clone(),
+                limit: Some(MEMORY_RECALLED),
+                workspace: Some(workspace),
+            };
+            let notes = client.call::<MemoryRecall>(&params).await?.notes;
+            Reply::MemoryRecalled { query, notes }
+        }
+        Request::SetKey(params) => {
+            client.set_key(&params.profile, &params.key).await?;
+            Reply::KeyStored {
+                profile: params.profile,
+            }
+        }
+        Request::MemoryDelete { id } => {
+            let deleted = client
+                .call::<MemoryDelete>(&MemoryDeleteParams { id })
+                .await?;
+            Reply::MemoryDeleted {
+                id,
+                deleted: deleted.deleted,
+            }
+        }
     };
     Ok(Done::Reply(reply))
 }
+
+/// Notes `/memory` lists at most: a screenful or two; `cwcode-cli memory ls` has the rest.
+const MEMORY_LISTED: u32 = 50;
+/// Notes `/memory QUERY` shows at most (the daemon's own limit).
+const MEMORY_RECALLED: u32 = 20;
 
 /// The prompt with the files it mentions attached, read off the async workers.
 async fn with_mentions(prompt: String, workspace: String) -> String {

@@ -21,6 +21,7 @@ mod mentions;
 mod picker;
 mod reports;
 mod rewind;
+mod setup;
 mod shell;
 mod terminal;
 mod transcript;

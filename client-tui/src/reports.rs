@@ -1,10 +1,10 @@
-//! What `/cache`, `/cost`, `/goal status` and the rewind events say, as text for the transcript. The tables are
+//! What `/cache`, `/cost`, `/goal status`, `/memory` and the rewind events say, as text for the transcript. The tables are
 //! narrow enough for an 80-column terminal: counts are shortened (12.3k) rather than printed
 //! whole, as `cwcode-cli` does for scripts.
 
-use cwcode_protocol::{CacheReport, CostReport, GoalStatus};
+use cwcode_protocol::{CacheReport, CostReport, GoalStatus, MemoryNote, MemoryScope, RecalledNote};
 
-use crate::format::{bytes, money, percent, tokens};
+use crate::format::{bytes, money, percent, shorten, tokens};
 use crate::wrap;
 
 /// Turns shown in a table; a long session's first turns say little about its cache or cost now.
@@ -95,18 +95,35 @@ pub fn cost_table(report: &CostReport) -> String {
         "turn", "input hit", "input miss", "output", "total"
     ));
     out.push_str(&earlier(report.turns.len()));
+    // With requests unreported, a turn that cost nothing is one the provider said nothing of.
+    let unreported = report.unreported_requests > 0;
+    let figure = |amount: f64| {
+        if unreported && amount == 0.0 {
+            "n/r".to_owned()
+        } else {
+            money(amount)
+        }
+    };
     for turn in report
         .turns
         .iter()
         .skip(report.turns.len().saturating_sub(TABLE_TURNS))
     {
+        let nothing_reported = unreported && turn.total == 0.0;
+        let column = |amount: f64| {
+            if nothing_reported {
+                "n/r".to_owned()
+            } else {
+                money(amount)
+            }
+        };
         out.push_str(&format!(
             "\n{:>5} {:>10} {:>10} {:>10} {:>10}",
             turn.turn,
-            money(turn.input_hit),
-            money(turn.input_miss),
-            money(turn.output),
-            money(turn.total),
+            column(turn.input_hit),
+            column(turn.input_miss),
+            column(turn.output),
+            column(turn.total),
         ));
     }
     out.push_str(&format!(
@@ -115,12 +132,12 @@ pub fn cost_table(report: &CostReport) -> String {
         "",
         "",
         "",
-        money(report.total)
+        figure(report.total)
     ));
     out.push_str(&format!(" {}", report.currency));
-    if report.unreported_requests > 0 {
+    if unreported {
         out.push_str(&format!(
-            "\n{} request(s): usage not reported by the provider, not in the total",
+            "\n{} request(s): usage not reported by the provider (n/r), not in the total",
             report.unreported_requests
         ));
         if let Some(estimate) = report.estimated_total {
@@ -178,6 +195,73 @@ pub fn goal_status(status: &GoalStatus) -> String {
     out
 }
 
+/// The columns a note's line takes at most, its text shortened to fit: one row of an
+/// 80-column terminal, after the transcript's margin and indent.
+const NOTE_LINE: usize = 76;
+/// What is left of a note's text however long its tags are.
+const NOTE_TEXT_AT_LEAST: usize = 24;
+
+/// `/memory`: the workspace's notes, newest first, a line each.
+pub fn memory_list(notes: &[MemoryNote], workspace: &str) -> String {
+    if notes.is_empty() {
+        return format!(
+            "no notes for {workspace} yet: the agent keeps them with its remember tool \
+             (`cwcode-cli remember TEXT` adds one by hand)"
+        );
+    }
+    let mut out = format!("notes of {workspace}, newest first");
+    for note in notes {
+        out.push('\n');
+        out.push_str(&note_line(note));
+    }
+    out.push_str("\n/memory QUERY searches them, /memory rm ID deletes one");
+    out
+}
+
+/// `/memory QUERY`: the notes that match, best first; one of another workspace says where
+/// it is from.
+pub fn memory_recall(query: &str, notes: &[RecalledNote]) -> String {
+    let query = wrap::sanitize(query);
+    if notes.is_empty() {
+        return format!("no note matches `{query}`: /memory lists this workspace's notes");
+    }
+    let mut out = format!("notes matching `{query}`, best first");
+    for recalled in notes {
+        out.push('\n');
+        out.push_str(&note_line(&recalled.note));
+        if recalled.scope == MemoryScope::Global {
+            out.push_str(&format!(
+                "\n      from {}",
+                wrap::sanitize(&recalled.note.workspace)
+            ));
+        }
+    }
+    out
+}
+
+/// `#12   2026-12-01 14:03  [build, ci]  the text on one line, shortened…`
+fn note_line(note: &MemoryNote) -> String {
+    // RFC 3339 to the minute, as `2026-12-01 14:03`.
+    let time = note
+        .created
+        .get(..16)
+        .unwrap_or(&note.created)
+        .replace('T', " ");
+    let mut line = format!("#{:<4} {time}  ", note.id);
+    if !note.tags.is_empty() {
+        line.push_str(&format!("[{}]  ", wrap::sanitize(&note.tags.join(", "))));
+    }
+    let text = wrap::sanitize(&note.text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let room = NOTE_LINE
+        .saturating_sub(wrap::width(&line))
+        .max(NOTE_TEXT_AT_LEAST);
+    line.push_str(&shorten(&text, room));
+    line
+}
+
 /// The row that stands for the turns a table leaves out.
 fn earlier(turns: usize) -> String {
     match turns.saturating_sub(TABLE_TURNS) {
@@ -191,6 +275,58 @@ mod tests {
     use cwcode_protocol::{GoalItem, PriceTable, TurnCache, TurnCost};
 
     use super::*;
+
+    fn note(id: i64, text: &str, tags: &[&str], created: &str) -> MemoryNote {
+        MemoryNote {
+            id,
+            text: text.to_owned(),
+            tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+            workspace: "/home/dev/shop".to_owned(),
+            session_id: None,
+            created: created.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_recalled_note_of_another_workspace_says_where_it_is_from() {
+        let mut other = note(
+            4,
+            "prefer\tanyhow at the edges",
+            &[],
+            "2026-11-30T09:00:00Z",
+        );
+        other.workspace = "/home/dev/tools".to_owned();
+        let recalled = [
+            RecalledNote {
+                note: note(
+                    9,
+                    "coupons round half up",
+                    &["coupons"],
+                    "2026-12-01T14:03:00Z",
+                ),
+                scope: MemoryScope::Workspace,
+                score: 0.9,
+            },
+            RecalledNote {
+                note: other,
+                scope: MemoryScope::Global,
+                score: 0.4,
+            },
+        ];
+        assert_eq!(
+            memory_recall("coupons", &recalled)
+                .lines()
+                .collect::<Vec<_>>(),
+            [
+                "notes matching `coupons`, best first",
+                "#9    2026-12-01 14:03  [coupons]  coupons round half up",
+                "#4    2026-11-30 09:00  prefer anyhow at the edges",
+                "      from /home/dev/tools",
+            ]
+        );
+        assert!(memory_recall("nothing", &[]).starts_with("no note matches `nothing`"));
+        assert!(memory_list(&[], "/home/dev/shop").starts_with("no notes for /home/dev/shop yet"));
+    }
 
     fn turn_cache(turn: u32, prompt: u64, cached: u64) -> TurnCache {
         TurnCache {
@@ -279,6 +415,27 @@ mod tests {
                 " turn  input hit input miss     output      total",
                 "    1     0.0003     0.0003     0.0002     0.0007",
                 "  all                                      0.0007 USD",
+            ]
+        );
+        // A provider that reported nothing: no figure, and not a 0 either.
+        let unreported = CostReport {
+            currency: "CNY".to_owned(),
+            unreported_requests: 2,
+            estimated_total: Some(0.0042),
+            turns: vec![TurnCost {
+                turn: 1,
+                ..TurnCost::default()
+            }],
+            total: 0.0,
+            ..report.clone()
+        };
+        assert_eq!(
+            cost_table(&unreported).lines().skip(2).collect::<Vec<_>>(),
+            [
+                "    1        n/r        n/r        n/r        n/r",
+                "  all                                         n/r CNY",
+                "2 request(s): usage not reported by the provider (n/r), not in the total; \
+                 cwcode's own estimate for them: ~0.0042 CNY",
             ]
         );
         report.prices = None;

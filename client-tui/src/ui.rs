@@ -13,7 +13,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::app::{Answer, App, Connection, Pending, Phase};
+use crate::app::{Answer, App, Connection, Pending, Phase, Reported};
 use crate::format::{self, money, percent, shorten, tokens};
 use crate::picker::{Item, Picker};
 use crate::rewind::RewindPicker;
@@ -28,6 +28,8 @@ const MAX_COMPLETIONS: usize = 8;
 const MAX_TODOS: usize = 8;
 const MAX_CHECKPOINTS: usize = 10;
 const PROMPT: &str = "› ";
+/// A figure the provider did not report (never shown as 0).
+const NOT_REPORTED: &str = "not reported";
 
 pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
     let area = frame.area();
@@ -43,6 +45,14 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App, now: Instant) {
     .areas(area);
     draw_header(frame, app, header);
     draw_status(frame, app, status, now);
+    if let Some(setup) = &app.setup {
+        let lines = setup.lines(body.width as usize);
+        frame.render_widget(
+            Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
+            body,
+        );
+        return;
+    }
     if let Some(picker) = &app.picker {
         draw_picker(frame, picker, body);
         return;
@@ -396,7 +406,9 @@ fn piece(priority: u8, span: Span<'static>) -> Piece {
 fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
     let width = area.width as usize;
     let mut pieces: Vec<Piece> = Vec::new();
-    if let Some(session) = &app.session {
+    // During the first run's setup there is no session to describe yet, nor keys but its own.
+    let session = app.session.as_ref().filter(|_| app.setup.is_none());
+    if let Some(session) = session {
         // The mode the user chose shows at once; the daemon's confirmation follows.
         let mode = app.intended_mode();
         let (label, style) = match mode {
@@ -432,15 +444,21 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
             6,
             Span::raw(format!("ctx {}{window}", tokens(app.context_tokens))),
         ));
-        pieces.push(piece(
-            6,
-            Span::raw(format!(
-                "cache {}",
-                percent(app.cached_tokens, app.prompt_tokens)
-            )),
-        ));
-        if let Some(cost) = app.cost() {
-            pieces.push(piece(4, Span::raw(format!("cost {}", money(cost)))));
+        // Figures the provider did not report are not 0: said so (`n/r` where room is short, as
+        // in `/cache`), or marked as a lower bound.
+        let reported = app.usage_reported();
+        let cache = match reported {
+            Reported::Nothing => "n/r".to_owned(),
+            Reported::All | Reported::Partly => percent(app.cached_tokens, app.prompt_tokens),
+        };
+        pieces.push(piece(6, Span::raw(format!("cache {cache}"))));
+        if let Some((cost, currency)) = app.cost() {
+            let cost = match reported {
+                Reported::Nothing => NOT_REPORTED.to_owned(),
+                Reported::Partly => format!("≥{} {currency}", money(cost)),
+                Reported::All => format!("{} {currency}", money(cost)),
+            };
+            pieces.push(piece(4, Span::raw(format!("cost {cost}"))));
         }
     }
     pieces.push(piece(
@@ -472,7 +490,7 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
             9,
             Span::styled(flash.clone(), Style::new().fg(Color::Yellow)),
         )),
-        None if app.phase != Phase::Attached => None,
+        None if app.phase != Phase::Attached || app.setup.is_some() => None,
         None if app.busy() => Some(piece(1, Span::styled("esc cancel · shift+tab mode", DIM))),
         None => Some(piece(1, Span::styled("shift+tab mode · /help", DIM))),
     };
@@ -503,7 +521,7 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect, now: Instant) {
     }
     let mut spans = Vec::new();
     // The mode badge is set off by its colour; the figures after it by separators.
-    let badge = app.session.is_some();
+    let badge = session.is_some();
     for (index, piece) in pieces.into_iter().enumerate() {
         match index {
             0 => {}

@@ -652,3 +652,173 @@ fn goal_loop_banner() {
         "{shown}"
     );
 }
+
+#[test]
+fn memory_listing() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    let note = |id, text: &str, tags: &[&str], created: &str| cwcode_protocol::MemoryNote {
+        id,
+        text: text.to_owned(),
+        tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+        workspace: CWD.to_owned(),
+        session_id: Some("0198a1b2c3d4e5f6".to_owned()),
+        created: created.to_owned(),
+    };
+    app.on_reply(
+        Reply::MemoryNotes(vec![
+            note(
+                14,
+                "The integration tests need `docker compose up db` first; without it they hang \
+                 for a minute and then fail with a connection refused.",
+                &["tests", "db"],
+                "2026-12-01T14:03:27.120Z",
+            ),
+            note(
+                9,
+                "coupons round half up,\nnever down",
+                &["coupons"],
+                "2026-11-30T09:12:00.000Z",
+            ),
+            note(
+                2,
+                "prefer anyhow only at the binary edges",
+                &[],
+                "2026-11-28T17:45:10.000Z",
+            ),
+        ]),
+        now,
+    );
+    let terminal = screen(&mut app, now, 80, 10);
+    insta::assert_snapshot!(terminal.backend());
+}
+
+/// An interface on a profile priced in yuan, after a turn of two requests: the provider
+/// reported the first one's usage, and `second` (if any) of the other.
+fn priced_in_yuan(now: Instant, first: Option<Usage>, second: Option<Usage>) -> App {
+    let mut app = attached_app(now);
+    let mut profiles = app.profiles.clone();
+    if let Some(prices) = &mut profiles[0].prices {
+        prices.currency = "CNY".to_owned();
+        prices.input_hit = 0.5;
+        prices.input_miss = 2.0;
+        prices.output = 8.0;
+    }
+    app.on_reply(Reply::Profiles(profiles), now);
+    let answer = |usage| EventKind::AssistantMessage {
+        content: "Done.".to_owned(),
+        reasoning: None,
+        tool_calls: Vec::new(),
+        usage,
+        stats: None,
+    };
+    let mut total = Usage::default();
+    for usage in [first, second].iter().flatten() {
+        total.add(usage);
+    }
+    feed(
+        &mut app,
+        now,
+        [
+            started("fix the rounding"),
+            answer(first),
+            answer(second),
+            EventKind::TurnFinished {
+                turn: 1,
+                outcome: TurnOutcome::Completed,
+                usage: total,
+                error: None,
+            },
+        ],
+    );
+    app
+}
+
+#[test]
+fn status_line_cost_in_the_profiles_currency() {
+    let now = Instant::now();
+    let usage = Usage {
+        prompt_tokens: 4_000,
+        completion_tokens: 500,
+        cached_tokens: 3_000,
+    };
+    let mut app = priced_in_yuan(now, Some(usage), Some(usage));
+    let terminal = screen(&mut app, now, 100, 4);
+    insta::assert_snapshot!(terminal.backend());
+    // 6000 cached at 0.5, 2000 missed at 2.0, 1000 output at 8.0 per million: 0.015.
+    let status = format!("{:?}", terminal.backend());
+    assert!(status.contains("cost 0.0150 CNY"), "{status}");
+}
+
+#[test]
+fn status_line_says_not_reported_rather_than_zero() {
+    let now = Instant::now();
+    let mut app = priced_in_yuan(now, None, None);
+    let status = format!("{:?}", screen(&mut app, now, 100, 4).backend());
+    assert!(status.contains("cache n/r │ cost not reported"), "{status}");
+    assert!(!status.contains("0.0000"), "{status}");
+    let usage = Usage {
+        prompt_tokens: 4_000,
+        completion_tokens: 500,
+        cached_tokens: 3_000,
+    };
+    let mut app = priced_in_yuan(now, Some(usage), None);
+    let status = format!("{:?}", screen(&mut app, now, 100, 4).backend());
+    // One request of two reported: what it cost is the least the turn cost.
+    assert!(status.contains("cost ≥0.0075 CNY"), "{status}");
+}
+
+#[test]
+fn first_run_setup() {
+    let now = Instant::now();
+    let mut app = App::new(CWD.to_owned(), crate::app::Startup::Choose, None, None);
+    app.client_env = |_| None;
+    app.on_reply(Reply::Connected, now);
+    let profile =
+        |name: &str, model: &str, url: &str, variable: &str| cwcode_protocol::ProfileInfo {
+            name: name.to_owned(),
+            base_url: url.to_owned(),
+            model: model.to_owned(),
+            has_key: false,
+            is_default: false,
+            context_window: None,
+            prices: None,
+            key_env: Some(variable.to_owned()),
+        };
+    app.on_reply(
+        Reply::Profiles(vec![
+            profile(
+                "deepseek-v4-pro",
+                "deepseek-v4-pro",
+                "https://api.deepseek.com",
+                "DEEPSEEK_API_KEY",
+            ),
+            profile(
+                "kimi-for-coding",
+                "kimi-for-coding",
+                "https://api.kimi.com/coding/v1",
+                "KIMI_API_KEY",
+            ),
+            profile(
+                "qwen3.6-27b",
+                "qwen3.6-27b",
+                "https://dashscope.aliyuncs.com/compatible-mode/v1",
+                "DASHSCOPE_API_KEY",
+            ),
+        ]),
+        now,
+    );
+    app.on_reply(Reply::Sessions(Vec::new()), now);
+    key(&mut app, KeyCode::Down, now);
+    let terminal = screen(&mut app, now, 100, 12);
+    insta::assert_snapshot!("first_run_setup_profiles", terminal.backend());
+    key(&mut app, KeyCode::Enter, now);
+    type_text(&mut app, "sk-0123456789abcdef", now);
+    let terminal = screen(&mut app, now, 100, 12);
+    let shown = format!("{:?}", terminal.backend());
+    assert!(
+        !shown.contains("0123456789"),
+        "the key is never drawn: {shown}"
+    );
+    insta::assert_snapshot!("first_run_setup_key", terminal.backend());
+}

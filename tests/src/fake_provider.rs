@@ -87,6 +87,8 @@ struct Inner {
     cache: Option<Mutex<PrefixCache>>,
     billed: Mutex<Vec<(u64, u64)>>,
     embedding_requests: Mutex<Vec<Value>>,
+    /// The `Authorization` header of each chat request, as sent (None when there was none).
+    authorizations: Mutex<Vec<Option<String>>>,
 }
 
 /// Bytes per token in the fake's accounting: close to what BPE tokenizers give for JSON and code.
@@ -210,6 +212,11 @@ impl FakeProvider {
         self.inner.bodies.lock().unwrap().clone()
     }
 
+    /// The `Authorization` header of every chat request, in order.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.inner.authorizations.lock().unwrap().clone()
+    }
+
     /// Every `/embeddings` request body.
     pub fn embedding_requests(&self) -> Vec<Value> {
         self.inner.embedding_requests.lock().unwrap().clone()
@@ -258,7 +265,16 @@ pub fn word_vector(text: &str) -> Vec<f32> {
     vector
 }
 
-async fn complete(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
+async fn complete(
+    State(inner): State<Arc<Inner>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    inner.authorizations.lock().unwrap().push(authorization);
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     inner.requests.lock().unwrap().push(request.clone());
     inner.bodies.lock().unwrap().push(body.to_vec());

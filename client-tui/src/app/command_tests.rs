@@ -284,6 +284,7 @@ fn help_lists_the_new_commands_and_not_the_missing_ones() {
         "/cache               prompt-cache hits, per turn",
         "/cost                what the session cost, per turn",
         "/todo                show or hide the model's todo list",
+        "/memory [QUERY|rm ID] this workspace's notes",
     ] {
         assert!(text.contains(line), "{line:?} missing:\n{text}");
     }
@@ -291,8 +292,6 @@ fn help_lists_the_new_commands_and_not_the_missing_ones() {
         text.contains("/goal [TEXT|on|off|status] add a goal to goals.md"),
         "{text}"
     );
-    // Not in the daemon's API yet.
-    assert!(!text.contains("/memory"), "{text}");
 }
 
 fn goal_status(running: bool, cycle: u32, done: usize, left: usize) -> GoalStatus {
@@ -516,4 +515,49 @@ fn on_attach_the_replay_rebuilds_the_banner_and_the_status_makes_it_exact() {
     // A loop that ended while nobody watched has no banner.
     app.on_reply(goal_reply(GoalCall::Sync, goal_status(false, 2, 2, 2)), now);
     assert_eq!(app.goal, None);
+}
+
+#[test]
+fn memory_asks_about_this_workspace_and_says_what_a_delete_did() {
+    let now = Instant::now();
+    let mut app = attached_app(now);
+    run_command(&mut app, "/memory", now);
+    let [Request::MemoryList { workspace }] = &app.outbox[..] else {
+        panic!("expected a memory/list: {:?}", app.outbox);
+    };
+    assert_eq!(workspace, CWD);
+    app.outbox.clear();
+    run_command(&mut app, "/memory docker compose", now);
+    let [Request::MemoryRecall { query, workspace }] = &app.outbox[..] else {
+        panic!("expected a memory/recall: {:?}", app.outbox);
+    };
+    assert_eq!(
+        (query.as_str(), workspace.as_str()),
+        ("docker compose", CWD)
+    );
+    app.outbox.clear();
+    run_command(&mut app, "/memory rm 14", now);
+    assert!(matches!(app.outbox[..], [Request::MemoryDelete { id: 14 }]));
+    app.on_reply(
+        Reply::MemoryDeleted {
+            id: 14,
+            deleted: true,
+        },
+        now,
+    );
+    app.on_reply(
+        Reply::MemoryDeleted {
+            id: 15,
+            deleted: false,
+        },
+        now,
+    );
+    let shown = transcript_text(&mut app);
+    assert!(shown.contains("deleted note #14"), "{shown}");
+    assert!(
+        shown.contains("there is no note #15: /memory lists"),
+        "{shown}"
+    );
+    app.on_reply(Reply::MemoryNotes(Vec::new()), now);
+    assert!(transcript_text(&mut app).contains("no notes for /home/dev/shop yet"));
 }

@@ -54,6 +54,9 @@ impl App {
             Command::ShowMode
             | Command::Model
             | Command::Sessions
+            | Command::MemoryList
+            | Command::MemoryRecall(_)
+            | Command::MemoryDelete(_)
             | Command::Help
             | Command::Detach
             | Command::Invalid(_) => self.command_anywhere(command),
@@ -122,6 +125,9 @@ impl App {
             Command::ShowMode
             | Command::Model
             | Command::Sessions
+            | Command::MemoryList
+            | Command::MemoryRecall(_)
+            | Command::MemoryDelete(_)
             | Command::Help
             | Command::Detach
             | Command::Invalid(_) => self.command_anywhere(command),
@@ -140,6 +146,7 @@ impl App {
                     format!("profile is now {profile}: the session starts on it"),
                     Tone::Info,
                 );
+                self.warn_key_only_here();
             }
             Command::New => self.note("this is a new session already", Tone::Info),
             _ => self.note(
@@ -168,11 +175,26 @@ impl App {
             }
             Command::Model => self.show_model(),
             Command::Sessions => self.outbox.push(Request::ListSessions),
+            Command::MemoryList => self.outbox.push(Request::MemoryList {
+                workspace: self.workspace(),
+            }),
+            Command::MemoryRecall(query) => self.outbox.push(Request::MemoryRecall {
+                query,
+                workspace: self.workspace(),
+            }),
+            Command::MemoryDelete(id) => self.outbox.push(Request::MemoryDelete { id }),
             Command::Detach => self.detach(),
             Command::Help => self.help(),
             Command::Invalid(message) => self.note(message, Tone::Error),
             _ => {}
         }
+    }
+
+    /// The directory the session works in: where its notes and `!command`s belong.
+    pub(super) fn workspace(&self) -> String {
+        self.session
+            .as_ref()
+            .map_or_else(|| self.cwd.clone(), |session| session.cwd.clone())
     }
 
     /// A new session with this one's profile and mode.
@@ -228,10 +250,7 @@ impl App {
     /// `!command`: run here in the workspace; the reply shows its output and keeps it for the
     /// next prompt.
     fn run_shell(&mut self, command: String, typed: &str) {
-        let cwd = self
-            .session
-            .as_ref()
-            .map_or_else(|| self.cwd.clone(), |session| session.cwd.clone());
+        let cwd = self.workspace();
         self.editor.take();
         self.editor.remember(typed);
         self.note(format!("! {command}"), Tone::Info);
@@ -291,10 +310,7 @@ impl App {
             let Some(session_id) = self.session_id() else {
                 return;
             };
-            let workspace = self
-                .session
-                .as_ref()
-                .map_or_else(|| self.cwd.clone(), |session| session.cwd.clone());
+            let workspace = self.workspace();
             self.outbox.push(Request::Send {
                 session_id,
                 text: prompt,

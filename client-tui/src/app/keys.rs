@@ -33,7 +33,9 @@ impl App {
     }
 
     fn on_paste(&mut self, text: &str) {
-        if let Some(picker) = &mut self.picker {
+        if let Some(setup) = &mut self.setup {
+            setup.paste(text);
+        } else if let Some(picker) = &mut self.picker {
             text.chars()
                 .filter(|c| !c.is_control())
                 .for_each(|c| picker.type_char(c));
@@ -47,6 +49,10 @@ impl App {
     pub fn on_key(&mut self, key: KeyEvent, now: Instant) {
         self.flash = None;
         self.hint_end = None;
+        if self.setup.is_some() {
+            self.setup_key(key);
+            return;
+        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && key.code == KeyCode::Char('c') {
             self.interrupt(now);

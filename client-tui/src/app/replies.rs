@@ -12,6 +12,7 @@ use crate::daemon::{Action, GoalCall, Open, Reply, Request};
 use crate::picker::Picker;
 use crate::reports;
 use crate::rewind::RewindPicker;
+use crate::setup::Setup;
 use crate::transcript::{Tone, Transcript};
 
 impl App {
@@ -83,7 +84,12 @@ impl App {
             Reply::Cancelled(false) => self.flash = Some("no turn is running".to_owned()),
             Reply::Profiles(profiles) => {
                 self.profiles = profiles;
+                if !std::mem::replace(&mut self.setup_offered, true) {
+                    self.setup =
+                        Setup::offer(&self.profiles, self.new_profile.is_some(), self.client_env);
+                }
                 self.draft_profile();
+                self.warn_key_only_here();
                 if std::mem::take(&mut self.show_profiles) {
                     self.show_model();
                 }
@@ -122,6 +128,21 @@ impl App {
                 message,
                 code,
             } => self.on_failed(action, message, code),
+            Reply::MemoryNotes(notes) => {
+                let workspace = self.workspace();
+                self.note(reports::memory_list(&notes, &workspace), Tone::Plain);
+            }
+            Reply::MemoryRecalled { query, notes } => {
+                self.note(reports::memory_recall(&query, &notes), Tone::Plain);
+            }
+            Reply::MemoryDeleted { id, deleted: true } => {
+                self.note(format!("deleted note #{id}"), Tone::Info);
+            }
+            Reply::MemoryDeleted { id, deleted: false } => self.note(
+                format!("there is no note #{id}: /memory lists this workspace's notes"),
+                Tone::Error,
+            ),
+            Reply::KeyStored { profile } => self.key_stored(profile),
             Reply::Notice(text) => self.note(text, Tone::Info),
         }
     }
@@ -176,6 +197,32 @@ impl App {
         {
             session.profile = default;
         }
+        self.warn_key_only_here();
+    }
+
+    /// The session's profile has no key in the daemon while this terminal's environment has
+    /// it: the daemon was started before the key was set, or from another shell, and its
+    /// requests would fail for want of a key. Said once a profile, where the session is read.
+    pub(super) fn warn_key_only_here(&mut self) {
+        if !self.caught_up {
+            return;
+        }
+        let env = self.client_env;
+        let Some(profile) = self.profile() else {
+            return;
+        };
+        let Some(variable) = profile.key_only_in(&|name| env(name)) else {
+            return;
+        };
+        if self.key_warned.contains(&profile.name) {
+            return;
+        }
+        let (name, advice) = (
+            profile.name.clone(),
+            profile.key_only_in_client_advice(variable),
+        );
+        self.key_warned.push(name);
+        self.note(advice, Tone::Warn);
     }
 
     fn on_sessions(&mut self, sessions: &[SessionInfo]) {
@@ -237,18 +284,22 @@ impl App {
         self.prompt_tokens = 0;
         self.cached_tokens = 0;
         self.completion_tokens = 0;
+        self.reported_requests = 0;
+        self.unreported_requests = 0;
         self.context_tokens = 0;
         self.todos.clear();
         self.goal = None;
         self.replay_until = 0;
         self.caught_up = false;
         self.scroll = None;
+        self.key_warned.clear();
     }
 
     /// The replay is over: what it rebuilt is made exact where events alone cannot tell (a
     /// loop the daemon resumed after a restart, goals checked by hand).
     fn catch_up(&mut self) {
         self.caught_up = true;
+        self.warn_key_only_here();
         if let Some(session_id) = self.session_id() {
             self.outbox.push(Request::GoalStatus {
                 session_id,
@@ -307,6 +358,17 @@ impl App {
         if !self.caught_up && event.seq >= self.replay_until {
             self.catch_up();
         }
+        // A sub-agent's requests count too: their tokens are in the turn's.
+        match &event.kind {
+            EventKind::AssistantMessage { usage, .. } | EventKind::CallAbandoned { usage, .. } => {
+                if usage.is_some() {
+                    self.reported_requests += 1;
+                } else {
+                    self.unreported_requests += 1;
+                }
+            }
+            _ => {}
+        }
         // A sub-agent's tool calls and approvals show in the transcript; its own text is not
         // the session's answer (the `task` call's result is).
         if event.is_sub_agent_text() {
@@ -350,6 +412,7 @@ impl App {
                     format!("profile is now {profile}{model}: the next request goes there"),
                     Tone::Info,
                 );
+                self.warn_key_only_here();
             }
             EventKind::StatusChanged { status } => {
                 self.status = *status;
@@ -421,6 +484,11 @@ impl App {
 
     fn on_failed(&mut self, action: Action, message: String, code: Option<i32>) {
         match action {
+            Action::SetKey if self.setup.is_some() => {
+                if let Some(setup) = &mut self.setup {
+                    setup.failed(message);
+                }
+            }
             Action::SetMode => {
                 self.mode_answered();
                 self.note(message, Tone::Error);
