@@ -1,6 +1,7 @@
-//! systemd socket activation (sd_listen_fds(3)): under `cwcoded.socket`, systemd owns the API
-//! socket and hands it to us as fd 3, with `LISTEN_PID` (our pid) and `LISTEN_FDS` (how many)
-//! in the environment.
+//! Socket activation. Under systemd (sd_listen_fds(3)) `cwcoded.socket` owns the API socket and
+//! hands it to us as fd 3, with `LISTEN_PID` (our pid) and `LISTEN_FDS` (how many) in the
+//! environment. Under launchd (macOS, see [`launchd`]) the LaunchAgent's `Sockets` entry owns it
+//! and `launch_activate_socket(3)` hands it over.
 //!
 //! Turning fd 3 into a listener needs `unsafe` (`FromRawFd`), which this workspace denies; the
 //! `listenfd` crate does it, checking first that the fd is a Unix stream socket and marking it
@@ -10,6 +11,9 @@
 
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
+
+#[cfg(target_os = "macos")]
+mod launchd;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActivationError {
@@ -25,6 +29,23 @@ pub enum ActivationError {
          ListenStream=/path/to/cwcoded.sock and no Accept=yes"
     )]
     Unusable(#[source] std::io::Error),
+    #[cfg(target_os = "macos")]
+    #[error(
+        "launchd passed {0} sockets for `cwcoded`, but cwcoded listens on exactly one: give the \
+         plist's Sockets entry one SockPathName"
+    )]
+    LaunchdNotOne(usize),
+    #[cfg(target_os = "macos")]
+    #[error(
+        "launchd's socket cannot serve the API ({0}): the plist's Sockets entry `cwcoded` needs \
+         SockPathName=~/.cwcode/cwcoded.sock (a stream socket, the default SockType)"
+    )]
+    LaunchdUnusable(#[source] std::io::Error),
+    #[cfg(target_os = "macos")]
+    #[error(
+        "launchd refused the socket `cwcoded`: {0}; see `launchctl print gui/$(id -u)/dev.cwcode.cwcoded`"
+    )]
+    Launchd(String),
 }
 
 /// The listening socket systemd passed us, ready for `tokio::net::UnixListener::from_std`
@@ -33,6 +54,10 @@ pub enum ActivationError {
 /// Call it before the async runtime or any other thread starts: it changes the environment,
 /// which is only sound while no other thread may read it.
 pub fn inherited_listener() -> Result<Option<UnixListener>, ActivationError> {
+    #[cfg(target_os = "macos")]
+    if let Some(listener) = launchd::listener()? {
+        return Ok(Some(listener));
+    }
     let listen_pid = std::env::var("LISTEN_PID").ok();
     let listen_fds = std::env::var("LISTEN_FDS").ok();
     // Reading the environment through listenfd also unsets the two variables, whether or not
