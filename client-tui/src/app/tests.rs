@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers, MouseEventKind};
 use cwcode_protocol::{
-    ApprovalDecision, ErrorCode, Event, EventKind, Mode, ProfileInfo, RewindResult, SessionInfo,
-    SessionStatus, TurnOutcome, Usage,
+    ApprovalDecision, ApprovalRespondParams, ErrorCode, Event, EventKind, Mode, ProfileInfo,
+    RewindResult, SessionInfo, SessionStatus, TurnOutcome, Usage,
 };
 
 use super::{App, Exit, Phase, Startup};
@@ -31,6 +31,14 @@ pub(super) fn approval_requested(request_id: &str) -> EventKind {
         tool: "bash".to_owned(),
         arguments: r#"{"command":"rm -rf target"}"#.to_owned(),
         suggested_pattern: Some("rm *".to_owned()),
+    }
+}
+
+/// The approval answer the app queued last.
+fn sent_answer(app: &mut App) -> ApprovalRespondParams {
+    match app.outbox.pop() {
+        Some(Request::Respond(params)) => params,
+        other => panic!("expected an approval answer, got {other:?}"),
     }
 }
 
@@ -325,9 +333,7 @@ fn approvals_are_answered_with_y_a_or_n_and_a_reason() {
     assert!(app.outbox.is_empty());
     assert!(app.flash.is_some());
     press(&mut app, KeyCode::Char('y'), now);
-    let Some(Request::Respond(params)) = app.outbox.pop() else {
-        panic!("expected an answer");
-    };
+    let params = sent_answer(&mut app);
     assert_eq!(
         (params.request_id.as_str(), params.decision),
         ("r1", ApprovalDecision::Approve)
@@ -349,9 +355,7 @@ fn approvals_are_answered_with_y_a_or_n_and_a_reason() {
     press(&mut app, KeyCode::Char('n'), now);
     type_text(&mut app, "not target", now);
     press(&mut app, KeyCode::Enter, now);
-    let Some(Request::Respond(params)) = app.outbox.pop() else {
-        panic!("expected a denial");
-    };
+    let params = sent_answer(&mut app);
     assert_eq!(params.decision, ApprovalDecision::Deny);
     assert_eq!(params.reason.as_deref(), Some("not target"));
 }
@@ -366,9 +370,7 @@ fn a_offers_always_for_the_pattern_and_shift_a_for_the_whole_tool() {
         [approval_requested("r1"), approval_requested("r2")],
     );
     press(&mut app, KeyCode::Char('a'), now);
-    let Some(Request::Respond(params)) = app.outbox.pop() else {
-        panic!("an answer is sent");
-    };
+    let params = sent_answer(&mut app);
     assert_eq!(params.decision, ApprovalDecision::Always);
     assert_eq!(params.pattern.as_deref(), Some("rm *"));
     feed(
@@ -383,9 +385,7 @@ fn a_offers_always_for_the_pattern_and_shift_a_for_the_whole_tool() {
     );
     assert!(transcript_text(&mut app).contains("`rm *` no longer asks"));
     press(&mut app, KeyCode::Char('A'), now);
-    let Some(Request::Respond(params)) = app.outbox.pop() else {
-        panic!("an answer is sent");
-    };
+    let params = sent_answer(&mut app);
     assert_eq!(
         (params.request_id.as_str(), params.decision, params.pattern),
         ("r2", ApprovalDecision::Always, None)
