@@ -1,16 +1,18 @@
 //! MCP servers through the real daemon (SPEC §7.4): the reference server from npm
 //! (`@modelcontextprotocol/server-everything`, installed by `npm ci --prefix tests/mcp`) started
 //! over stdio, whose `echo` and `get-sum` the fake model calls, and over streamable HTTP with a
-//! call that outlasts its timeout; a server of the test's own that dies in the middle of a call;
-//! and a server that cannot start at all.
+//! call that outlasts its timeout; servers of the test's own: one that dies in the middle of a
+//! call, one that records being told a call was cancelled (on a timeout and on the user's
+//! cancel); and a server that cannot start at all.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cwcode_protocol::EventKind;
 use cwcode_tests::fake_provider::{FakeProvider, last_tool_result, text, tool_calls};
-use cwcode_tests::{Daemon, Home, wait_for_socket};
+use cwcode_tests::{Daemon, Home, wait_for_event, wait_for_socket};
 use serde_json::{Value, json};
 
 const MCP_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/mcp");
@@ -381,4 +383,98 @@ async fn a_streamable_http_server_answers_and_a_slow_call_times_out() {
         ),
         ("http", "running")
     );
+}
+
+/// The JSON lines `cancel-recording-server.mjs` wrote so far; a line still being written is left
+/// for the next look.
+fn recorded(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.split_inclusive('\n')
+        .filter(|line| line.ends_with('\n'))
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Polls the server's record until `find` picks something out of it.
+fn wait_for_record<T>(log: &Path, find: impl Fn(&[Value]) -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = recorded(log);
+        if let Some(found) = find(&lines) {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server never recorded it: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The id of the `n`th call the server saw start (from 0).
+fn started_call(log: &Path, n: usize) -> Value {
+    wait_for_record(log, |lines| {
+        lines
+            .iter()
+            .filter_map(|line| line.get("started"))
+            .nth(n)
+            .cloned()
+    })
+}
+
+/// What the server was told when the call `id` was cancelled.
+fn cancellation_of(log: &Path, id: &Value) -> Value {
+    wait_for_record(log, |lines| {
+        lines
+            .iter()
+            .filter_map(|line| line.get("cancelled"))
+            .find(|cancelled| cancelled["requestId"] == *id)
+            .cloned()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_or_is_cancelled_is_cancelled_on_the_server_too() {
+    if !node_ready() {
+        return;
+    }
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let records = tempfile::tempdir().unwrap();
+    let slow_log = records.path().join("slow.jsonl");
+    let held_log = records.path().join("held.jsonl");
+    let script = Path::new(MCP_DIR).join("cancel-recording-server.mjs");
+    configure_servers(
+        &home,
+        json!({
+            "slow": { "command": "node", "args": [&script, &slow_log], "timeout_secs": 1 },
+            "held": { "command": "node", "args": [&script, &held_log] },
+        }),
+    );
+    let _daemon = home.start_daemon();
+    let session = home.new_session("yolo");
+
+    // The per-call timeout: the model hears it, and the server is told to stop.
+    let results = run_calls(&provider, &home, &session, &[("slow__wait", json!({}))]);
+    assert!(results[0].contains("did not answer"), "{}", results[0]);
+    let timed_out = started_call(&slow_log, 0);
+    let cancelled = cancellation_of(&slow_log, &timed_out);
+    assert!(
+        cancelled["reason"].as_str().unwrap().contains("within 1 s"),
+        "{cancelled}"
+    );
+
+    // The user cancels the turn while the call is in flight.
+    provider.reply(tool_calls(&[("c0", "held__wait", json!({}))]));
+    home.cli_ok(&["send", &session, "wait for it"]);
+    let held = started_call(&held_log, 0);
+    home.cli_ok(&["cancel", &session]);
+    let cancelled = cancellation_of(&held_log, &held);
+    assert!(
+        cancelled["reason"].as_str().unwrap().contains("cancelled"),
+        "{cancelled}"
+    );
+    wait_for_event(&home, &session, |kind| {
+        matches!(kind, EventKind::TurnFinished { turn: 2, .. })
+    });
 }

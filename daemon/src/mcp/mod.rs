@@ -14,7 +14,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cwcode_protocol::types::McpServerStatus;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
+    ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RequestHandle};
 use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +36,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 const MAX_TOOL_NAME_CHARS: usize = 64;
 /// The separator between a server's name and its tool's.
 const SEPARATOR: &str = "__";
+/// How long telling a server that a call was cancelled may take before it is given up.
+const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Every server this daemon has started, by name.
 #[derive(Default)]
@@ -296,9 +303,24 @@ impl McpTool {
         let mut request = CallToolRequestParams::new(self.remote_name.clone());
         request.arguments = Some(arguments);
         let timeout = self.slot.config.call_timeout();
-        let result = tokio::select! {
-            () = cancel.cancelled() => return Err("cancelled".to_owned()),
-            result = tokio::time::timeout(timeout, connection.peer().call_tool(request)) => result,
+        let result = match InFlight::send(connection.peer(), request).await {
+            Ok(mut call) => tokio::select! {
+                () = cancel.cancelled() => {
+                    call.cancel("the user cancelled the turn".to_owned()).await;
+                    return Err("cancelled".to_owned());
+                }
+                result = tokio::time::timeout(timeout, call.answer()) => {
+                    if result.is_err() {
+                        call.cancel(format!(
+                            "cwcode stopped waiting: no answer within {} s",
+                            timeout.as_secs()
+                        ))
+                        .await;
+                    }
+                    result
+                }
+            },
+            Err(error) => Ok(Err(error)),
         };
         let mut text = match result {
             Err(_) => {
@@ -333,6 +355,74 @@ impl McpTool {
             ));
         }
         Ok(text)
+    }
+}
+
+/// A `tools/call` sent and not yet answered. Given up on, it tells the server to stop working on
+/// it (`notifications/cancelled`, MCP's cancellation), saying why: explicitly on a cancel or a
+/// timeout, from `Drop` when the call is abandoned any other way.
+struct InFlight {
+    handle: Option<RequestHandle<RoleClient>>,
+}
+
+impl InFlight {
+    async fn send(
+        peer: &rmcp::Peer<RoleClient>,
+        params: CallToolRequestParams,
+    ) -> Result<Self, rmcp::ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?;
+        Ok(Self {
+            handle: Some(handle),
+        })
+    }
+
+    /// The server's answer. Cancel-safe: dropped before the answer, the call stays in flight.
+    async fn answer(&mut self) -> Result<CallToolResult, rmcp::ServiceError> {
+        let Some(handle) = self.handle.as_mut() else {
+            return Err(rmcp::ServiceError::TransportClosed);
+        };
+        let answer = (&mut handle.rx).await;
+        self.handle = None;
+        match answer.map_err(|_| rmcp::ServiceError::TransportClosed)?? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),
+            _ => Err(rmcp::ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// Tells the server, when the call is still unanswered. Bounded: a server that stopped
+    /// reading cannot hold the turn.
+    async fn cancel(&mut self, reason: String) {
+        if let Some(handle) = self.handle.take() {
+            notify_cancelled(handle, reason).await;
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(notify_cancelled(
+                handle,
+                "cwcode abandoned the call".to_owned(),
+            ));
+        }
+    }
+}
+
+async fn notify_cancelled(handle: RequestHandle<RoleClient>, reason: String) {
+    let id = handle.id.clone();
+    match tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, handle.cancel(Some(reason))).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            tracing::debug!(%id, %error, "cannot tell the MCP server a call was cancelled")
+        }
+        Err(_) => tracing::debug!(%id, "telling the MCP server a call was cancelled took too long"),
     }
 }
 
