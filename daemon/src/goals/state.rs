@@ -2,6 +2,13 @@
 //! feeds each one's outcome to `LoopState::next`, does what the `Decision` says, and saves the
 //! state after every call so a restarted daemon resumes at the right cycle.
 //!
+//! What a restart resumes: while a loop runs, the saved `cycle` is always the cycle decided on
+//! and not yet finished, because finishing a cycle and deciding the next are one call (`next`)
+//! whose result is saved at once. So a restart runs that cycle, under its number, whether the
+//! daemon stopped during its turn or before it started: a loop capped at N cycles does N
+//! cycles of work, none skipped and none counted twice. Only a cycle that keeps bringing the
+//! daemon down (`MAX_RESUMES` restarts) is counted as spent, so that such a loop still ends.
+//!
 //! An approval needed in `code` mode is no stop and no decision: the turn itself waits for it,
 //! so the loop is paused while that turn is open and goes on when it ends. Time comes in as
 //! milliseconds since the Unix epoch, so every decision here can be tested without a clock.
@@ -19,6 +26,10 @@ use super::stall::RepeatedFailure;
 
 /// The file in the session directory that holds a session's `LoopState`.
 pub const FILE_NAME: &str = "goal_loop.json";
+
+/// Restarts that may run the same cycle again; at the next, the cycle counts as spent and the
+/// loop goes on at the one after (or stops at its cap).
+pub const MAX_RESUMES: u32 = 3;
 
 /// Consecutive cycles a loop may run unless configured otherwise.
 pub const DEFAULT_CAP: u32 = 20;
@@ -88,8 +99,11 @@ impl StopReason {
 #[serde(rename_all = "camelCase", default)]
 pub struct LoopState {
     pub running: bool,
-    /// Cycles started so far, the one running included; the cap counts these.
+    /// Cycles started so far, the one running included; the cap counts these. While the loop
+    /// runs, this one has not finished yet.
     pub cycle: u32,
+    /// Daemon restarts that resumed `cycle` without it finishing.
+    pub resumes: u32,
     pub cap: u32,
     pub token_budget: Option<u64>,
     pub cost_budget: Option<f64>,
@@ -129,6 +143,7 @@ impl Default for LoopState {
         Self {
             running: false,
             cycle: 0,
+            resumes: 0,
             cap: DEFAULT_CAP,
             token_budget: None,
             cost_budget: None,
@@ -184,7 +199,7 @@ pub enum Decision {
     /// The loop is over: announce `LoopState::summary`.
     Stop(StopReason),
     /// The daemon is stopping: start nothing and keep the loop running on disk, so that
-    /// `resume` picks it up at the next cycle when the daemon starts again.
+    /// `resume` runs the interrupted cycle again when the daemon starts again.
     Suspend,
 }
 
@@ -246,9 +261,26 @@ impl LoopState {
     }
 
     /// On daemon start: the decision for a loop that was running when the daemon stopped or
-    /// crashed (its last cycle counts as spent), or `None` when no loop was running.
+    /// crashed, or `None` when no loop was running. The cycle it was in (its turn interrupted,
+    /// or decided on and not started yet) runs again under its number, unless the loop has
+    /// nothing left to do (boxes checked while the daemon was down, the wall clock spent) or
+    /// that cycle was already resumed `MAX_RESUMES` times.
     pub fn resume(&mut self, goals: &GoalList, now_ms: u64) -> Option<Decision> {
-        self.running.then(|| self.advance(goals, now_ms))
+        if !self.running {
+            return None;
+        }
+        if self.cycle == 0 || self.resumes >= MAX_RESUMES {
+            // A state trimmed by hand, or a cycle that brings the daemon down every time.
+            return Some(self.advance(goals, now_ms));
+        }
+        if self.is_complete(goals) {
+            return Some(self.finish(StopReason::AllDone, now_ms));
+        }
+        if self.budget_spent(now_ms) {
+            return Some(self.finish(StopReason::BudgetSpent, now_ms));
+        }
+        self.resumes += 1;
+        Some(Decision::Continue { cycle: self.cycle })
     }
 
     /// After each loop turn: counts its tokens and cost, then decides. goals.md is re-read by the
@@ -336,7 +368,7 @@ impl LoopState {
         }
     }
 
-    pub(super) fn advance(&mut self, goals: &GoalList, now_ms: u64) -> Decision {
+    fn advance(&mut self, goals: &GoalList, now_ms: u64) -> Decision {
         if self.is_complete(goals) {
             return self.finish(StopReason::AllDone, now_ms);
         }
@@ -347,11 +379,12 @@ impl LoopState {
             return self.finish(StopReason::CapReached, now_ms);
         }
         self.cycle += 1;
+        self.resumes = 0;
         self.done_at_cycle_start = goals.done_count();
         Decision::Continue { cycle: self.cycle }
     }
 
-    pub(super) fn finish(&mut self, reason: StopReason, now_ms: u64) -> Decision {
+    fn finish(&mut self, reason: StopReason, now_ms: u64) -> Decision {
         self.running = false;
         self.ended_at_ms = Some(now_ms);
         if !matches!(reason, StopReason::Stalled | StopReason::StormBroken) {

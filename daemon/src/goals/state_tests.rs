@@ -192,7 +192,7 @@ fn a_failed_turn_stops_the_loop_with_its_error() {
 }
 
 #[test]
-fn a_daemon_stop_suspends_and_the_restart_resumes_at_the_next_cycle_with_counts_kept() {
+fn a_cycle_interrupted_by_a_daemon_stop_runs_again_under_its_number_with_counts_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(FILE_NAME);
     let open = goals(1, 2);
@@ -205,7 +205,7 @@ fn a_daemon_stop_suspends_and_the_restart_resumes_at_the_next_cycle_with_counts_
     state.next(&open, &turn(TurnOutcome::Completed), 0);
     state.save(&path).unwrap();
 
-    // SIGTERM during cycle 2: the turn ends interrupted.
+    // SIGTERM during cycle 2: the turn ends interrupted, and its tokens count.
     let mut state = LoopState::load(&path).unwrap();
     assert_eq!(
         state.next(&open, &turn(TurnOutcome::Interrupted), 0),
@@ -218,30 +218,92 @@ fn a_daemon_stop_suspends_and_the_restart_resumes_at_the_next_cycle_with_counts_
     assert_eq!(restarted, state);
     assert_eq!(
         restarted.resume(&open, 0),
-        Some(Decision::Continue { cycle: 3 })
+        Some(Decision::Continue { cycle: 2 })
     );
     assert_eq!(restarted.tokens_used, 2400);
     assert_eq!(restarted.token_budget, Some(1_000_000));
-    restarted.save(&path).unwrap();
-
-    // kill -9 during cycle 3: nothing reported; the restart goes on at 4, then hits the cap.
-    let mut crashed = LoopState::load(&path).unwrap();
+    // Once it finishes, the loop goes on at the next cycle, up to the cap counting cycle 2 once.
+    for cycle in 3..=5 {
+        assert_eq!(
+            restarted.next(&open, &turn(TurnOutcome::Completed), 0),
+            Decision::Continue { cycle }
+        );
+    }
     assert_eq!(
-        crashed.resume(&open, 0),
-        Some(Decision::Continue { cycle: 4 })
+        restarted.next(&open, &turn(TurnOutcome::Completed), 0),
+        Decision::Stop(StopReason::CapReached)
     );
     assert_eq!(
-        crashed.resume(&open, 0),
-        Some(Decision::Continue { cycle: 5 })
-    );
-    assert_eq!(
-        crashed.resume(&open, 0),
-        Some(Decision::Stop(StopReason::CapReached))
-    );
-    assert_eq!(
-        crashed.resume(&open, 0),
+        restarted.resume(&open, 0),
         None,
         "a stopped loop is not resumed"
+    );
+}
+
+#[test]
+fn a_stop_between_two_cycles_resumes_the_cycle_decided_on_not_the_one_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    let open = goals(0, 1);
+    let mut state = LoopState {
+        cap: 200,
+        ..LoopState::default()
+    };
+    state.start(&open, 0);
+    // Cycle 1 finished and cycle 2 was decided and saved; the daemon stopped before it started.
+    assert_eq!(
+        state.next(&open, &turn(TurnOutcome::Completed), 0),
+        Decision::Continue { cycle: 2 }
+    );
+    state.save(&path).unwrap();
+    let mut restarted = LoopState::load(&path).unwrap();
+    assert_eq!(
+        restarted.resume(&open, 0),
+        Some(Decision::Continue { cycle: 2 })
+    );
+}
+
+#[test]
+fn a_cycle_that_keeps_bringing_the_daemon_down_counts_as_spent_after_a_few_restarts() {
+    let open = goals(0, 1);
+    let mut state = LoopState {
+        cap: 3,
+        ..LoopState::default()
+    };
+    state.start(&open, 0);
+    state.next(&open, &turn(TurnOutcome::Completed), 0);
+    // kill -9 during cycle 2, again and again: nothing is reported between the restarts.
+    for _ in 0..MAX_RESUMES {
+        assert_eq!(
+            state.resume(&open, 0),
+            Some(Decision::Continue { cycle: 2 })
+        );
+    }
+    assert_eq!(
+        state.resume(&open, 0),
+        Some(Decision::Continue { cycle: 3 })
+    );
+    assert_eq!(state.resumes, 0, "cycle 3 has its own restarts");
+    for _ in 0..MAX_RESUMES {
+        state.resume(&open, 0);
+    }
+    assert_eq!(
+        state.resume(&open, 0),
+        Some(Decision::Stop(StopReason::CapReached))
+    );
+}
+
+#[test]
+fn a_wall_clock_budget_spent_while_the_daemon_was_down_ends_the_loop_on_resume() {
+    let hour = 3_600_000;
+    let mut state = LoopState {
+        hours_budget: Some(1.0),
+        ..LoopState::default()
+    };
+    state.start(&goals(0, 1), 0);
+    assert_eq!(
+        state.resume(&goals(0, 1), 2 * hour),
+        Some(Decision::Stop(StopReason::BudgetSpent))
     );
 }
 
