@@ -166,7 +166,7 @@ async fn a_hand_edit_of_goals_md_during_the_loop_is_honoured() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_loop_resumes_after_a_daemon_restart_at_the_next_cycle() {
+async fn the_loop_resumes_after_a_daemon_restart_by_running_the_interrupted_cycle_again() {
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
     let daemon = home.start_daemon();
@@ -207,7 +207,8 @@ async fn the_loop_resumes_after_a_daemon_restart_at_the_next_cycle() {
     let cycles = cycles_started(&home, &id);
     assert_eq!(cycles[..2], [1, 2]);
     assert_eq!(
-        cycles[2], 3,
-        "the interrupted cycle counts, the loop goes on at the next: {cycles:?}"
+        cycles[2..],
+        [2, 3],
+        "the interrupted cycle runs again under its number (goal_restart.rs has more): {cycles:?}"
     );
 }

@@ -2,6 +2,13 @@
 //! feeds each one's outcome to `LoopState::next`, does what the `Decision` says, and saves the
 //! state after every call so a restarted daemon resumes at the right cycle.
 //!
+//! What a restart resumes: while a loop runs, the saved `cycle` is always the cycle decided on
+//! and not yet finished, because finishing a cycle and deciding the next are one call (`next`)
+//! whose result is saved at once. So a restart runs that cycle, under its number, whether the
+//! daemon stopped during its turn or before it started: a loop capped at N cycles does N
+//! cycles of work, none skipped and none counted twice. Only a cycle that keeps bringing the
+//! daemon down (`MAX_RESUMES` restarts) is counted as spent, so that such a loop still ends.
+//!
 //! An approval needed in `code` mode is no stop and no decision: the turn itself waits for it,
 //! so the loop is paused while that turn is open and goes on when it ends. Time comes in as
 //! milliseconds since the Unix epoch, so every decision here can be tested without a clock.
@@ -13,25 +20,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use cwcode_protocol::{GoalState, TurnOutcome, Usage};
 use serde::{Deserialize, Serialize};
 
-use super::file::{Goal, GoalList};
-use crate::util::{normalise_arguments, shorten};
+use super::checks::CheckFailure;
+use super::file::GoalList;
+use super::stall::RepeatedFailure;
 
 /// The file in the session directory that holds a session's `LoopState`.
 pub const FILE_NAME: &str = "goal_loop.json";
 
+/// Restarts that may run the same cycle again; at the next, the cycle counts as spent and the
+/// loop goes on at the one after (or stops at its cap).
+pub const MAX_RESUMES: u32 = 3;
+
 /// Consecutive cycles a loop may run unless configured otherwise.
 pub const DEFAULT_CAP: u32 = 20;
-
-/// Cycles in a row without progress (no box checked, no file changed) that stall the loop; the
-/// same failing call in this many cycles in a row is a storm.
-pub const STALL_LIMIT: u32 = 3;
-
-/// Failing calls followed from cycle to cycle; more in one cycle are not followed.
-const MAX_FOLLOWED_FAILURES: usize = 16;
-/// Verified goals remembered as passed; a loop with more re-checks the oldest.
-const MAX_PASSED_CHECKS: usize = 200;
-/// Failed checks reported to the next cycle; more are summed up by the boxes left open.
-const MAX_REPORTED_CHECKS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -93,33 +94,16 @@ impl StopReason {
     }
 }
 
-/// A verified goal whose command failed: what the next cycle is told.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckFailure {
-    pub goal: String,
-    pub command: String,
-    /// The command's output, bounded.
-    pub output: String,
-}
-
-/// A failing call seen in consecutive cycles.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RepeatedFailure {
-    pub tool: String,
-    pub arguments: String,
-    pub output: String,
-    /// Consecutive cycles in which it failed this way.
-    pub cycles: u32,
-}
-
 /// A session's goal loop, as saved in `goal_loop.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LoopState {
     pub running: bool,
-    /// Cycles started so far, the one running included; the cap counts these.
+    /// Cycles started so far, the one running included; the cap counts these. While the loop
+    /// runs, this one has not finished yet.
     pub cycle: u32,
+    /// Daemon restarts that resumed `cycle` without it finishing.
+    pub resumes: u32,
     pub cap: u32,
     pub token_budget: Option<u64>,
     pub cost_budget: Option<f64>,
@@ -159,6 +143,7 @@ impl Default for LoopState {
         Self {
             running: false,
             cycle: 0,
+            resumes: 0,
             cap: DEFAULT_CAP,
             token_budget: None,
             cost_budget: None,
@@ -214,7 +199,7 @@ pub enum Decision {
     /// The loop is over: announce `LoopState::summary`.
     Stop(StopReason),
     /// The daemon is stopping: start nothing and keep the loop running on disk, so that
-    /// `resume` picks it up at the next cycle when the daemon starts again.
+    /// `resume` runs the interrupted cycle again when the daemon starts again.
     Suspend,
 }
 
@@ -276,9 +261,26 @@ impl LoopState {
     }
 
     /// On daemon start: the decision for a loop that was running when the daemon stopped or
-    /// crashed (its last cycle counts as spent), or `None` when no loop was running.
+    /// crashed, or `None` when no loop was running. The cycle it was in (its turn interrupted,
+    /// or decided on and not started yet) runs again under its number, unless the loop has
+    /// nothing left to do (boxes checked while the daemon was down, the wall clock spent) or
+    /// that cycle was already resumed `MAX_RESUMES` times.
     pub fn resume(&mut self, goals: &GoalList, now_ms: u64) -> Option<Decision> {
-        self.running.then(|| self.advance(goals, now_ms))
+        if !self.running {
+            return None;
+        }
+        if self.cycle == 0 || self.resumes >= MAX_RESUMES {
+            // A state trimmed by hand, or a cycle that brings the daemon down every time.
+            return Some(self.advance(goals, now_ms));
+        }
+        if self.is_complete(goals) {
+            return Some(self.finish(StopReason::AllDone, now_ms));
+        }
+        if self.budget_spent(now_ms) {
+            return Some(self.finish(StopReason::BudgetSpent, now_ms));
+        }
+        self.resumes += 1;
+        Some(Decision::Continue { cycle: self.cycle })
     }
 
     /// After each loop turn: counts its tokens and cost, then decides. goals.md is re-read by the
@@ -356,68 +358,6 @@ impl LoopState {
         true
     }
 
-    /// The verified goals that are checked and have not passed their check in this loop.
-    pub fn pending_checks<'a>(&self, goals: &'a GoalList) -> Vec<&'a Goal> {
-        goals
-            .items
-            .iter()
-            .filter(|goal| goal.done && goal.verify.is_some())
-            .filter(|goal| !self.passed_checks.contains(&goal.text))
-            .collect()
-    }
-
-    pub fn check_passed(&mut self, goal: &str) {
-        if self.passed_checks.len() >= MAX_PASSED_CHECKS {
-            self.passed_checks.remove(0);
-        }
-        self.passed_checks.push(goal.to_owned());
-    }
-
-    pub fn check_failed(&mut self, failure: CheckFailure) {
-        self.failed_checks
-            .retain(|known| known.goal != failure.goal);
-        if self.failed_checks.len() >= MAX_REPORTED_CHECKS {
-            self.failed_checks.remove(0);
-        }
-        self.failed_checks.push(failure);
-    }
-
-    /// Every box is checked and every verified one passed its check.
-    pub fn is_complete(&self, goals: &GoalList) -> bool {
-        goals.left_count() == 0 && self.pending_checks(goals).is_empty()
-    }
-
-    /// When the wall-clock budget runs out, in ms since the epoch.
-    pub fn deadline_ms(&self) -> Option<u64> {
-        self.hours_budget
-            .map(|hours| self.started_at_ms.saturating_add(hours_to_ms(hours)))
-    }
-
-    /// Wall-clock ms the loop ran (to its end, once it ended).
-    pub fn elapsed_ms(&self, now_ms: u64) -> u64 {
-        if self.started_at_ms == 0 {
-            return 0;
-        }
-        self.ended_at_ms
-            .unwrap_or(now_ms)
-            .saturating_sub(self.started_at_ms)
-    }
-
-    pub fn tokens_left(&self) -> Option<u64> {
-        self.token_budget
-            .map(|budget| budget.saturating_sub(self.tokens_used))
-    }
-
-    pub fn cost_left(&self) -> Option<f64> {
-        self.cost_budget
-            .map(|budget| (budget - self.cost_used).max(0.0))
-    }
-
-    pub fn ms_left(&self, now_ms: u64) -> Option<u64> {
-        self.deadline_ms()
-            .map(|deadline| deadline.saturating_sub(self.ended_at_ms.unwrap_or(now_ms)))
-    }
-
     /// The machine-readable state; `awaiting_approval` when a running loop's turn waits for one.
     pub fn state(&self, awaiting_approval: bool) -> GoalState {
         match &self.stop_reason {
@@ -439,77 +379,9 @@ impl LoopState {
             return self.finish(StopReason::CapReached, now_ms);
         }
         self.cycle += 1;
+        self.resumes = 0;
         self.done_at_cycle_start = goals.done_count();
         Decision::Continue { cycle: self.cycle }
-    }
-
-    /// Notes whether the cycle made progress and which calls failed, and says whether the loop
-    /// is stuck: the same failure in several cycles in a row (a storm), or no progress at all.
-    fn observe_cycle(&mut self, goals: &GoalList, turn: &TurnSummary) -> Option<StopReason> {
-        let mut failing: Vec<RepeatedFailure> = Vec::new();
-        for call in turn.calls.iter().filter(|call| call.failed) {
-            let arguments = normalise_arguments(&call.arguments);
-            let same = |known: &&RepeatedFailure| {
-                known.tool == call.tool
-                    && known.arguments == arguments
-                    && known.output == call.output
-            };
-            if failing.iter().any(|known| same(&known)) || failing.len() >= MAX_FOLLOWED_FAILURES {
-                continue;
-            }
-            let before = self
-                .failing_calls
-                .iter()
-                .find(same)
-                .map_or(0, |known| known.cycles);
-            failing.push(RepeatedFailure {
-                tool: call.tool.clone(),
-                arguments,
-                output: call.output.clone(),
-                cycles: before + 1,
-            });
-        }
-        self.failing_calls = failing;
-        if let Some(storm) = self
-            .failing_calls
-            .iter()
-            .find(|failure| failure.cycles >= STALL_LIMIT)
-        {
-            self.explanation = Some(storm_explanation(storm));
-            return Some(StopReason::StormBroken);
-        }
-
-        let progress = goals.done_count() > self.done_at_cycle_start || turn.files_changed;
-        if progress {
-            self.idle_cycles = 0;
-            self.idle_attempts.clear();
-            return None;
-        }
-        self.idle_cycles += 1;
-        if self.idle_attempts.len() >= STALL_LIMIT as usize {
-            self.idle_attempts.remove(0);
-        }
-        self.idle_attempts
-            .push(format!("cycle {}: {}", self.cycle, attempt_text(turn)));
-        if self.idle_cycles < STALL_LIMIT {
-            return None;
-        }
-        self.explanation = Some(stall_explanation(&self.idle_attempts, goals));
-        Some(StopReason::Stalled)
-    }
-
-    fn wall_clock_spent(&self, now_ms: u64) -> bool {
-        self.deadline_ms()
-            .is_some_and(|deadline| now_ms >= deadline)
-    }
-
-    fn budget_spent(&self, now_ms: u64) -> bool {
-        self.token_budget
-            .is_some_and(|budget| self.tokens_used >= budget)
-            || self
-                .cost_budget
-                .is_some_and(|budget| self.cost_used >= budget)
-            || self.wall_clock_spent(now_ms)
     }
 
     fn finish(&mut self, reason: StopReason, now_ms: u64) -> Decision {
@@ -521,182 +393,8 @@ impl LoopState {
         self.stop_reason = Some(reason.clone());
         Decision::Stop(reason)
     }
-
-    /// The plain-language account of a loop, for the final event and message: why it ended,
-    /// which goals are left, and what it used.
-    pub fn summary(&self, goals: &GoalList) -> String {
-        let total = goals.items.len();
-        let cycles = plural(self.cycle, "cycle");
-        let mut text = match &self.stop_reason {
-            _ if self.running => {
-                format!("Goal loop running: cycle {} of {}.", self.cycle, self.cap)
-            }
-            None => "Goal loop not started.".to_owned(),
-            Some(StopReason::AllDone) if total == 0 => {
-                format!("Goal loop stopped after {cycles}: goals.md lists no goals.")
-            }
-            Some(StopReason::AllDone) => {
-                format!("Goal loop finished after {cycles}: all {total} goals are done.")
-            }
-            Some(reason) => format!(
-                "Goal loop stopped after {cycles}: {}. {} of {total} goals done.",
-                self.reason_text(reason),
-                goals.done_count()
-            ),
-        };
-        let mut left = goals.unchecked().peekable();
-        if left.peek().is_some() {
-            text.push_str(" Left:");
-            for goal in left {
-                text.push_str("\n- ");
-                text.push_str(&goal.text);
-            }
-            text.push('\n');
-        } else {
-            text.push(' ');
-        }
-        text.push_str(&format!("Used {} tokens", self.tokens_used));
-        if self.cost_used > 0.0 {
-            text.push_str(&format!(" ({})", dollars(self.cost_used)));
-        }
-        text.push('.');
-        text
-    }
-
-    pub fn reason_text(&self, reason: &StopReason) -> String {
-        match reason {
-            StopReason::AllDone => "every goal is done".to_owned(),
-            StopReason::CapReached => {
-                format!("it reached its cap of {}", plural(self.cap, "cycle"))
-            }
-            StopReason::StormBroken if self.explanation.is_some() => {
-                format!("the same call failed the same way in {STALL_LIMIT} cycles in a row")
-            }
-            StopReason::StormBroken => {
-                "the storm-breaker stopped a turn that kept repeating a failing tool call"
-                    .to_owned()
-            }
-            StopReason::Stalled => {
-                format!("{STALL_LIMIT} cycles in a row checked no box and changed no file")
-            }
-            StopReason::BudgetSpent => match (self.token_budget, self.cost_budget) {
-                (Some(budget), _) if self.tokens_used >= budget => {
-                    format!("its budget of {budget} tokens is spent")
-                }
-                (_, Some(budget)) if self.cost_used >= budget => {
-                    format!("its budget of {} is spent", dollars(budget))
-                }
-                _ => match self.hours_budget {
-                    Some(hours) => {
-                        format!("its wall-clock budget of {} is spent", hours_text(hours))
-                    }
-                    None => "its budget is spent".to_owned(),
-                },
-            },
-            StopReason::StoppedByUser => "the user stopped it".to_owned(),
-            StopReason::TurnFailed(error) => format!("a turn failed: {error}"),
-        }
-    }
 }
 
-fn hours_to_ms(hours: f64) -> u64 {
-    let ms = hours * 3_600_000.0;
-    if ms.is_finite() && ms > 0.0 {
-        // Saturates for absurd budgets, which is what they mean.
-        ms as u64
-    } else {
-        0
-    }
-}
-
-fn hours_text(hours: f64) -> String {
-    if hours >= 1.0 {
-        format!("{hours} h")
-    } else {
-        format!("{} s", (hours * 3600.0).round())
-    }
-}
-
-/// What the model did in a cycle, in one line: its calls and the start of its answer.
-fn attempt_text(turn: &TurnSummary) -> String {
-    let mut parts: Vec<String> = turn
-        .calls
-        .iter()
-        .take(6)
-        .map(|call| {
-            let outcome = if call.failed { " (failed)" } else { "" };
-            format!(
-                "{} {}{outcome}",
-                call.tool,
-                shorten(&normalise_arguments(&call.arguments), 80)
-            )
-        })
-        .collect();
-    if turn.calls.len() > 6 {
-        parts.push(format!("{} more calls", turn.calls.len() - 6));
-    }
-    let calls = if parts.is_empty() {
-        "called no tool".to_owned()
-    } else {
-        format!("called {}", parts.join(", "))
-    };
-    let answer = turn.answer.split_whitespace().collect::<Vec<_>>().join(" ");
-    if answer.is_empty() {
-        calls
-    } else {
-        format!("{calls}; said \"{}\"", shorten(&answer, 160))
-    }
-}
-
-fn stall_explanation(attempts: &[String], goals: &GoalList) -> String {
-    let mut text = format!(
-        "I stopped the goal loop: {STALL_LIMIT} cycles in a row checked no box in goals.md and \
-         changed no file, so more cycles would only spend tokens. What I tried:\n"
-    );
-    for attempt in attempts {
-        text.push_str(&format!("- {attempt}\n"));
-    }
-    let mut left = goals.unchecked().peekable();
-    if left.peek().is_some() {
-        text.push_str("Still open:\n");
-        for goal in left.take(10) {
-            text.push_str(&format!("- {}\n", goal.text));
-        }
-    }
-    text.push_str(
-        "Could you say what blocks these goals, split them into smaller ones, or check a box \
-         yourself if it is done? Then start the loop again.",
-    );
-    text
-}
-
-fn storm_explanation(storm: &RepeatedFailure) -> String {
-    format!(
-        "I stopped the goal loop: `{}` failed the same way in {} cycles in a row, called the \
-         same way each time, so another cycle would not help.\n\nThe call: {} {}\nWhat it \
-         returned:\n{}\n\nCould you fix what blocks it (a missing file or tool, a command that \
-         needs other permissions, a goal I misread)? Then start the loop again.",
-        storm.tool,
-        storm.cycles,
-        storm.tool,
-        shorten(&storm.arguments, 600),
-        shorten(&storm.output, 1200)
-    )
-}
-
-/// Cents, unless that would show a small loop as free.
-fn dollars(amount: f64) -> String {
-    if amount < 0.005 {
-        format!("${amount:.4}")
-    } else {
-        format!("${amount:.2}")
-    }
-}
-
-fn plural(count: u32, noun: &str) -> String {
-    if count == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{count} {noun}s")
-    }
-}
+#[cfg(test)]
+#[path = "state_tests.rs"]
+pub(super) mod tests;

@@ -1,12 +1,12 @@
-//! The goal loop's decisions (`state.rs`), cycle by cycle: progress, stalls, storms across
-//! cycles, verified goals, budgets, and what a restart resumes.
+//! The goal loop's state machine (`state.rs`), cycle by cycle: progress, the cap, stops by
+//! the user or a failed turn, the saved file, and what a restart resumes.
 
 use cwcode_protocol::{GoalState, TurnOutcome, Usage};
 
-use super::state::*;
+use super::*;
 use crate::goals::GoalList;
 
-fn turn(outcome: TurnOutcome) -> TurnSummary {
+pub(in crate::goals) fn turn(outcome: TurnOutcome) -> TurnSummary {
     TurnSummary {
         outcome,
         usage: Usage {
@@ -22,7 +22,7 @@ fn turn(outcome: TurnOutcome) -> TurnSummary {
     }
 }
 
-fn goals(done: usize, left: usize) -> GoalList {
+pub(in crate::goals) fn goals(done: usize, left: usize) -> GoalList {
     let mut text = String::from("# Goals\n");
     for index in 0..done {
         text.push_str(&format!("- [x] done {index}\n"));
@@ -130,59 +130,6 @@ fn the_storm_breaker_stops_the_loop() {
 }
 
 #[test]
-fn a_token_budget_stops_the_loop_once_spent() {
-    let mut state = LoopState {
-        token_budget: Some(2000),
-        ..LoopState::default()
-    };
-    let open = goals(0, 1);
-    state.start(&open, 0);
-    let completed = turn(TurnOutcome::Completed);
-    assert_eq!(
-        state.next(&open, &completed, 0),
-        Decision::Continue { cycle: 2 }
-    );
-    assert_eq!(
-        state.next(&open, &completed, 0),
-        Decision::Stop(StopReason::BudgetSpent)
-    );
-    assert_eq!(state.tokens_used, 2400);
-    assert!(
-        state
-            .summary(&open)
-            .contains("its budget of 2000 tokens is spent")
-    );
-}
-
-#[test]
-fn a_cost_budget_stops_the_loop_once_spent() {
-    let mut state = LoopState {
-        cost_budget: Some(0.05),
-        ..LoopState::default()
-    };
-    let open = goals(0, 1);
-    state.start(&open, 0);
-    let completed = TurnSummary {
-        cost: 0.03,
-        ..turn(TurnOutcome::Completed)
-    };
-    assert_eq!(
-        state.next(&open, &completed, 0),
-        Decision::Continue { cycle: 2 }
-    );
-    assert_eq!(
-        state.next(&open, &completed, 0),
-        Decision::Stop(StopReason::BudgetSpent)
-    );
-    let summary = state.summary(&open);
-    assert!(
-        summary.contains("its budget of $0.05 is spent"),
-        "{summary}"
-    );
-    assert!(summary.ends_with("Used 2400 tokens ($0.06)."), "{summary}");
-}
-
-#[test]
 fn a_tiny_cost_is_not_shown_as_free() {
     let state = LoopState {
         cost_used: 0.0012,
@@ -245,7 +192,7 @@ fn a_failed_turn_stops_the_loop_with_its_error() {
 }
 
 #[test]
-fn a_daemon_stop_suspends_and_the_restart_resumes_at_the_next_cycle_with_counts_kept() {
+fn a_cycle_interrupted_by_a_daemon_stop_runs_again_under_its_number_with_counts_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(FILE_NAME);
     let open = goals(1, 2);
@@ -258,7 +205,7 @@ fn a_daemon_stop_suspends_and_the_restart_resumes_at_the_next_cycle_with_counts_
     state.next(&open, &turn(TurnOutcome::Completed), 0);
     state.save(&path).unwrap();
 
-    // SIGTERM during cycle 2: the turn ends interrupted.
+    // SIGTERM during cycle 2: the turn ends interrupted, and its tokens count.
     let mut state = LoopState::load(&path).unwrap();
     assert_eq!(
         state.next(&open, &turn(TurnOutcome::Interrupted), 0),
@@ -271,30 +218,92 @@ fn a_daemon_stop_suspends_and_the_restart_resumes_at_the_next_cycle_with_counts_
     assert_eq!(restarted, state);
     assert_eq!(
         restarted.resume(&open, 0),
-        Some(Decision::Continue { cycle: 3 })
+        Some(Decision::Continue { cycle: 2 })
     );
     assert_eq!(restarted.tokens_used, 2400);
     assert_eq!(restarted.token_budget, Some(1_000_000));
-    restarted.save(&path).unwrap();
-
-    // kill -9 during cycle 3: nothing reported; the restart goes on at 4, then hits the cap.
-    let mut crashed = LoopState::load(&path).unwrap();
+    // Once it finishes, the loop goes on at the next cycle, up to the cap counting cycle 2 once.
+    for cycle in 3..=5 {
+        assert_eq!(
+            restarted.next(&open, &turn(TurnOutcome::Completed), 0),
+            Decision::Continue { cycle }
+        );
+    }
     assert_eq!(
-        crashed.resume(&open, 0),
-        Some(Decision::Continue { cycle: 4 })
+        restarted.next(&open, &turn(TurnOutcome::Completed), 0),
+        Decision::Stop(StopReason::CapReached)
     );
     assert_eq!(
-        crashed.resume(&open, 0),
-        Some(Decision::Continue { cycle: 5 })
-    );
-    assert_eq!(
-        crashed.resume(&open, 0),
-        Some(Decision::Stop(StopReason::CapReached))
-    );
-    assert_eq!(
-        crashed.resume(&open, 0),
+        restarted.resume(&open, 0),
         None,
         "a stopped loop is not resumed"
+    );
+}
+
+#[test]
+fn a_stop_between_two_cycles_resumes_the_cycle_decided_on_not_the_one_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    let open = goals(0, 1);
+    let mut state = LoopState {
+        cap: 200,
+        ..LoopState::default()
+    };
+    state.start(&open, 0);
+    // Cycle 1 finished and cycle 2 was decided and saved; the daemon stopped before it started.
+    assert_eq!(
+        state.next(&open, &turn(TurnOutcome::Completed), 0),
+        Decision::Continue { cycle: 2 }
+    );
+    state.save(&path).unwrap();
+    let mut restarted = LoopState::load(&path).unwrap();
+    assert_eq!(
+        restarted.resume(&open, 0),
+        Some(Decision::Continue { cycle: 2 })
+    );
+}
+
+#[test]
+fn a_cycle_that_keeps_bringing_the_daemon_down_counts_as_spent_after_a_few_restarts() {
+    let open = goals(0, 1);
+    let mut state = LoopState {
+        cap: 3,
+        ..LoopState::default()
+    };
+    state.start(&open, 0);
+    state.next(&open, &turn(TurnOutcome::Completed), 0);
+    // kill -9 during cycle 2, again and again: nothing is reported between the restarts.
+    for _ in 0..MAX_RESUMES {
+        assert_eq!(
+            state.resume(&open, 0),
+            Some(Decision::Continue { cycle: 2 })
+        );
+    }
+    assert_eq!(
+        state.resume(&open, 0),
+        Some(Decision::Continue { cycle: 3 })
+    );
+    assert_eq!(state.resumes, 0, "cycle 3 has its own restarts");
+    for _ in 0..MAX_RESUMES {
+        state.resume(&open, 0);
+    }
+    assert_eq!(
+        state.resume(&open, 0),
+        Some(Decision::Stop(StopReason::CapReached))
+    );
+}
+
+#[test]
+fn a_wall_clock_budget_spent_while_the_daemon_was_down_ends_the_loop_on_resume() {
+    let hour = 3_600_000;
+    let mut state = LoopState {
+        hours_budget: Some(1.0),
+        ..LoopState::default()
+    };
+    state.start(&goals(0, 1), 0);
+    assert_eq!(
+        state.resume(&goals(0, 1), 2 * hour),
+        Some(Decision::Stop(StopReason::BudgetSpent))
     );
 }
 
@@ -351,238 +360,6 @@ fn a_hand_trimmed_or_damaged_file_is_handled() {
 }
 
 #[test]
-fn a_nonsensical_cost_is_not_counted() {
-    let mut state = LoopState::default();
-    state.start(&goals(0, 1), 0);
-    let odd = TurnSummary {
-        cost: f64::NAN,
-        ..turn(TurnOutcome::Completed)
-    };
-    state.next(&goals(0, 1), &odd, 0);
-    assert_eq!(state.cost_used, 0.0);
-}
-
-fn idle(answer: &str) -> TurnSummary {
-    TurnSummary {
-        files_changed: false,
-        answer: answer.to_owned(),
-        ..turn(TurnOutcome::Completed)
-    }
-}
-
-fn failing(tool: &str, arguments: &str, output: &str) -> CallRecord {
-    CallRecord {
-        tool: tool.to_owned(),
-        arguments: arguments.to_owned(),
-        output: output.to_owned(),
-        failed: true,
-    }
-}
-
-#[test]
-fn three_cycles_without_progress_stall_with_what_the_model_tried() {
-    let mut state = LoopState::default();
-    let open = goals(0, 2);
-    state.start(&open, 0);
-    assert_eq!(state.state(false), GoalState::Running);
-    assert_eq!(state.state(true), GoalState::AwaitingApproval);
-    assert_eq!(
-        state.next(&open, &idle("Looking."), 0),
-        Decision::Continue { cycle: 2 }
-    );
-    let read = TurnSummary {
-        calls: vec![CallRecord {
-            tool: "read_file".to_owned(),
-            arguments: r#"{"path": "src/lib.rs"}"#.to_owned(),
-            output: "1:abc fn main() {}".to_owned(),
-            failed: false,
-        }],
-        ..idle("Still looking.")
-    };
-    assert_eq!(state.next(&open, &read, 0), Decision::Continue { cycle: 3 });
-    assert_eq!(
-        state.next(&open, &idle("I am not sure what to do."), 0),
-        Decision::Stop(StopReason::Stalled)
-    );
-    assert_eq!(state.state(false), GoalState::Stalled);
-    let explanation = state.explanation.clone().unwrap();
-    assert!(explanation.contains("3 cycles in a row"), "{explanation}");
-    assert!(
-        explanation
-            .contains(r#"cycle 2: called read_file {"path":"src/lib.rs"}; said "Still looking.""#),
-        "{explanation}"
-    );
-    assert!(
-        explanation.contains("Still open:\n- open 0\n- open 1\n"),
-        "{explanation}"
-    );
-    assert!(
-        state
-            .summary(&open)
-            .contains("3 cycles in a row checked no box and changed no file"),
-        "{}",
-        state.summary(&open)
-    );
-}
-
-#[test]
-fn a_checked_box_or_a_changed_file_is_progress_and_resets_the_stall_count() {
-    let mut state = LoopState::default();
-    state.start(&goals(0, 3), 0);
-    state.next(&goals(0, 3), &idle(""), 0);
-    state.next(&goals(0, 3), &idle(""), 0);
-    // A box checked: progress.
-    assert_eq!(
-        state.next(&goals(1, 2), &idle(""), 0),
-        Decision::Continue { cycle: 4 }
-    );
-    assert_eq!(state.idle_cycles, 0);
-    state.next(&goals(1, 2), &idle(""), 0);
-    state.next(&goals(1, 2), &idle(""), 0);
-    // A file changed: progress too.
-    let edited = TurnSummary {
-        files_changed: true,
-        ..idle("")
-    };
-    assert_eq!(
-        state.next(&goals(1, 2), &edited, 0),
-        Decision::Continue { cycle: 7 }
-    );
-    assert_eq!(state.idle_cycles, 0);
-}
-
-#[test]
-fn the_same_failure_in_three_cycles_in_a_row_is_a_storm() {
-    let mut state = LoopState::default();
-    let open = goals(0, 1);
-    state.start(&open, 0);
-    let cycle = |arguments: &str| TurnSummary {
-        files_changed: true,
-        calls: vec![
-            failing("bash", arguments, "make: *** No rule to make target"),
-            failing("bash", arguments, "make: *** No rule to make target"),
-        ],
-        ..turn(TurnOutcome::Completed)
-    };
-    assert_eq!(
-        state.next(&open, &cycle(r#"{"command":"make"}"#), 0),
-        Decision::Continue { cycle: 2 }
-    );
-    // The same call, formatted differently, is the same call.
-    assert_eq!(
-        state.next(&open, &cycle(r#"{ "command": "make" }"#), 0),
-        Decision::Continue { cycle: 3 }
-    );
-    assert_eq!(state.failing_calls[0].cycles, 2, "counted once per cycle");
-    assert_eq!(
-        state.next(&open, &cycle(r#"{"command":"make"}"#), 0),
-        Decision::Stop(StopReason::StormBroken)
-    );
-    assert_eq!(state.state(false), GoalState::Storm);
-    let explanation = state.explanation.clone().unwrap();
-    assert!(
-        explanation.contains("`bash` failed the same way in 3 cycles"),
-        "{explanation}"
-    );
-    assert!(
-        explanation.contains("No rule to make target"),
-        "{explanation}"
-    );
-
-    // A different failure in between starts the count again.
-    let mut other = LoopState::default();
-    other.start(&open, 0);
-    other.next(&open, &cycle(r#"{"command":"make"}"#), 0);
-    other.next(&open, &cycle(r#"{"command":"make all"}"#), 0);
-    assert_eq!(
-        other.next(&open, &cycle(r#"{"command":"make"}"#), 0),
-        Decision::Continue { cycle: 4 }
-    );
-}
-
-#[test]
-fn a_verified_goal_is_complete_only_once_its_check_passed() {
-    let checked = GoalList::parse("- [x] the tests pass (verify: cargo test -q)\n- [x] plain\n");
-    let mut state = LoopState::default();
-    assert_eq!(state.start(&checked, 0), Decision::Continue { cycle: 1 });
-    let pending: Vec<&str> = state
-        .pending_checks(&checked)
-        .iter()
-        .map(|goal| goal.text.as_str())
-        .collect();
-    assert_eq!(pending, ["the tests pass (verify: cargo test -q)"]);
-    assert_eq!(state.before_turn(&checked, 0), None);
-
-    state.check_failed(CheckFailure {
-        goal: "the tests pass (verify: cargo test -q)".to_owned(),
-        command: "cargo test -q".to_owned(),
-        output: "test foo ... FAILED".to_owned(),
-    });
-    assert_eq!(state.failed_checks.len(), 1);
-    state.check_passed("the tests pass (verify: cargo test -q)");
-    assert!(state.is_complete(&checked));
-    // Nothing left before the turn: done without spending it, and the cycle is not counted.
-    assert_eq!(
-        state.before_turn(&checked, 0),
-        Some(Decision::Stop(StopReason::AllDone))
-    );
-    assert_eq!(state.cycle, 0);
-    assert_eq!(state.state(false), GoalState::Complete);
-}
-
-#[test]
-fn a_wall_clock_budget_stops_between_cycles_and_ends_a_cancelled_turn_as_spent() {
-    let hour = 3_600_000;
-    let mut state = LoopState {
-        hours_budget: Some(1.0),
-        ..LoopState::default()
-    };
-    let open = goals(0, 1);
-    state.start(&open, 10 * hour);
-    assert_eq!(state.deadline_ms(), Some(11 * hour));
-    assert_eq!(state.ms_left(10 * hour + 1000), Some(hour - 1000));
-    assert_eq!(
-        state.next(&open, &turn(TurnOutcome::Completed), 10 * hour + 5),
-        Decision::Continue { cycle: 2 }
-    );
-    assert_eq!(
-        state.next(&open, &turn(TurnOutcome::Completed), 11 * hour),
-        Decision::Stop(StopReason::BudgetSpent)
-    );
-    assert_eq!(state.state(false), GoalState::BudgetExhausted);
-    assert!(
-        state.summary(&open).contains("wall-clock budget of 1 h"),
-        "{}",
-        state.summary(&open)
-    );
-    assert_eq!(
-        state.elapsed_ms(20 * hour),
-        hour,
-        "the clock stops with the loop"
-    );
-
-    // The watchdog cancels a turn that outlives the budget: that is no user's stop.
-    let mut cancelled = LoopState {
-        hours_budget: Some(1.0),
-        ..LoopState::default()
-    };
-    cancelled.start(&open, 0);
-    assert_eq!(
-        cancelled.next(&open, &turn(TurnOutcome::Cancelled), hour),
-        Decision::Stop(StopReason::BudgetSpent)
-    );
-    let mut by_user = LoopState {
-        hours_budget: Some(1.0),
-        ..LoopState::default()
-    };
-    by_user.start(&open, 0);
-    assert_eq!(
-        by_user.next(&open, &turn(TurnOutcome::Cancelled), hour - 1),
-        Decision::Stop(StopReason::StoppedByUser)
-    );
-}
-
-#[test]
 fn every_stop_reason_has_its_state_and_a_running_loop_its_own() {
     let cases = [
         (StopReason::AllDone, GoalState::Complete),
@@ -598,18 +375,4 @@ fn every_stop_reason_has_its_state_and_a_running_loop_its_own() {
         assert!(expected.is_final());
     }
     assert_eq!(LoopState::default().state(false), GoalState::Idle);
-}
-
-#[test]
-fn tokens_and_cost_left_are_what_the_budget_has_not_used() {
-    let state = LoopState {
-        token_budget: Some(1000),
-        cost_budget: Some(1.0),
-        tokens_used: 1200,
-        cost_used: 0.25,
-        ..LoopState::default()
-    };
-    assert_eq!(state.tokens_left(), Some(0));
-    assert_eq!(state.cost_left(), Some(0.75));
-    assert_eq!(LoopState::default().tokens_left(), None);
 }

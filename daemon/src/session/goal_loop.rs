@@ -1,7 +1,8 @@
 //! The goal loop in a session (SPEC §1, §5): consecutive turns, each prompted with the
 //! unchecked goals of `goals.md`, until every box is checked (and every verified box passed its
 //! check) or a limit stops it: the cap, a token, cost or wall-clock budget, a stall, a storm. The
-//! loop's state lives on disk, so a restarted daemon resumes it at the next cycle.
+//! loop's state lives on disk, so a restarted daemon resumes it: the cycle a restart
+//! interrupted, or kept from starting, runs then under its own number (see `goals::state`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,14 +24,13 @@ use crate::sandbox::secrets::Redactor;
 use super::{Session, SessionError, Work, accounting};
 
 pub const GOALS_FILE: &str = "goals.md";
-const STATE_FILE: &str = "goal_loop.json";
 /// The most of a failed check's output the next cycle is shown, in bytes.
 const CHECK_OUTPUT_BYTES: usize = 4000;
 /// The most calls of one cycle looked at for stalls and storms.
 const MAX_CALLS_PER_CYCLE: usize = 200;
 
 pub fn state_path(session_dir: &Path) -> PathBuf {
-    session_dir.join(STATE_FILE)
+    session_dir.join(goals::state::FILE_NAME)
 }
 
 fn goals_error(error: impl Into<GoalsError>) -> SessionError {
@@ -249,7 +249,7 @@ impl Session {
         Ok(())
     }
 
-    /// On daemon start: picks a loop that was running back up at its next cycle.
+    /// On daemon start: picks a loop that was running back up at the cycle it was in.
     pub(super) fn resume_goal_loop(&self) -> Result<(), SessionError> {
         let goals = self.goals()?;
         let decision = {
@@ -334,14 +334,17 @@ impl Session {
                 drop(state);
                 return self.announce_stop(&goals);
             }
+            if env.stopping.is_cancelled() {
+                // The daemon is draining: the saved state still says running at this cycle, so
+                // the restart runs it.
+                return Ok(());
+            }
             if let Some(decision) = state.before_turn(&goals, now_ms()) {
                 self.save_goal_state(&state)?;
                 drop(state);
                 return self.follow(decision, &goals);
             }
-            let failed = std::mem::take(&mut state.failed_checks);
-            self.save_goal_state(&state)?;
-            (state.cap, failed, state.deadline_ms())
+            (state.cap, state.failed_checks.clone(), state.deadline_ms())
         };
         let prompt = goals::continuation_message(&goals, GOALS_FILE, cycle, cap, &failed_checks);
         let turn = {
@@ -369,6 +372,10 @@ impl Session {
         }
         self.control().goal_turn_running = false;
         let report = report?;
+        if report.outcome != TurnOutcome::Interrupted {
+            // The turn was shown them; an interrupted one's re-run is shown them again.
+            self.goal_state().failed_checks.clear();
+        }
         let cost = self.prices().map_or(0.0, |prices| {
             accounting::price(turn, &report.usage, &prices).total
         });
@@ -386,11 +393,8 @@ impl Session {
             self.run_checks(env).await?;
         }
         let goals = self.goals()?;
-        self.log.publish(EventKind::GoalCycleFinished {
-            cycle,
-            done: goals.done_count(),
-            left: goals.left_count(),
-        })?;
+        // Decided and saved before the cycle is journalled as finished: a cycle seen finished is
+        // one the saved state is past, so a restart never runs it again.
         let (decision, explanation) = {
             let mut state = self.goal_state();
             let decision = state.next(&goals, &summary, now_ms());
@@ -403,6 +407,14 @@ impl Session {
             };
             (decision, explanation)
         };
+        // An interrupted cycle did not finish: the restart runs it again under this number.
+        if decision != Decision::Suspend {
+            self.log.publish(EventKind::GoalCycleFinished {
+                cycle,
+                done: goals.done_count(),
+                left: goals.left_count(),
+            })?;
+        }
         if let Some(explanation) = explanation {
             self.explain_stop(conversation, &decision, explanation)?;
         }
