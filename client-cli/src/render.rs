@@ -733,7 +733,7 @@ pub fn goal_status(status: &GoalStatus) -> String {
         status.tokens_used
     );
     if status.cost_used > 0.0 {
-        let _ = write!(out, ", cost {:.6}", status.cost_used);
+        let _ = write!(out, ", cost {:.6} {}", status.cost_used, status.currency);
     }
     let _ = write!(out, ", {} s", status.seconds_used);
     let mut left = Vec::new();
@@ -741,7 +741,7 @@ pub fn goal_status(status: &GoalStatus) -> String {
         left.push(format!("{tokens} tokens"));
     }
     if let Some(cost) = status.cost_left {
-        left.push(format!("{cost:.4}"));
+        left.push(format!("{cost:.4} {}", status.currency));
     }
     if let Some(seconds) = status.seconds_left {
         left.push(format!("{seconds} s"));

@@ -187,6 +187,7 @@ pub fn goal_status(status: &GoalStatus) -> String {
         if let Some(budget) = status.cost_budget {
             out.push_str(&format!(" of {}", money(budget)));
         }
+        out.push_str(&format!(" {}", status.currency));
     }
     if !status.summary.is_empty() {
         out.push('\n');
@@ -469,6 +470,7 @@ mod tests {
             state: cwcode_protocol::GoalState::Running,
             tokens_left: Some(51_800),
             cost_left: None,
+            currency: "CNY".to_owned(),
             hours_budget: None,
             seconds_used: 0,
             seconds_left: None,
@@ -483,7 +485,7 @@ mod tests {
                 "goals in /home/dev/shop/goals.md:",
                 "  ☑ parse the coupons",
                 "  ☐ test them",
-                "used 48.2k tokens of 100k · cost 0.0123",
+                "used 48.2k tokens of 100k · cost 0.0123 CNY",
                 "Goal loop running: cycle 3 of 20. Left:",
                 "- test them",
                 "Used 48200 tokens.",

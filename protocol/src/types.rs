@@ -746,6 +746,9 @@ pub struct GoalStatus {
     /// Cost left of the cost budget; `None` without one.
     #[serde(default)]
     pub cost_left: Option<f64>,
+    /// The currency of `costUsed`, `costBudget` and `costLeft`: the profile's price table's.
+    #[serde(default = "default_currency")]
+    pub currency: String,
     /// The wall-clock budget in hours; `None` without one.
     #[serde(default)]
     pub hours_budget: Option<f64>,

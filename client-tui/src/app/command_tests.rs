@@ -316,6 +316,7 @@ fn goal_status(running: bool, cycle: u32, done: usize, left: usize) -> GoalStatu
         state: cwcode_protocol::GoalState::default(),
         tokens_left: None,
         cost_left: None,
+        currency: "USD".to_owned(),
         hours_budget: None,
         seconds_used: 0,
         seconds_left: None,

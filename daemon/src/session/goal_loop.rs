@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cwcode_protocol::{
-    EventKind, GoalItem, GoalProgress, GoalStartParams, GoalStatus, TurnOutcome,
+    EventKind, GoalItem, GoalProgress, GoalStartParams, GoalStatus, TurnOutcome, default_currency,
 };
 
 use crate::agent::history::Conversation;
@@ -140,6 +140,9 @@ impl Session {
             state: state.state(awaiting),
             tokens_left: state.tokens_left(),
             cost_left: state.cost_left(),
+            currency: self
+                .prices()
+                .map_or_else(default_currency, |prices| prices.currency),
             hours_budget: state.hours_budget,
             seconds_used: state.elapsed_ms(now) / 1000,
             seconds_left: state.ms_left(now).map(|ms| ms / 1000),
