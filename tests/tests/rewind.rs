@@ -7,7 +7,7 @@ use std::path::Path;
 
 use cwcode_protocol::{EventKind, TurnOutcome};
 use cwcode_tests::fake_provider::{
-    FakeProvider, Gate, edit_line_as_read, hold_until, text, tool_calls,
+    FakeProvider, Gate, edit_line_as_read, hold_until, last_tool_result, text, tool_calls,
 };
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::{Value, json};
@@ -199,5 +199,86 @@ async fn a_crash_mid_stream_keeps_every_completed_turn() {
     assert!(
         contents.contains(&"the first answer"),
         "the completed turn is intact: {contents:?}"
+    );
+}
+
+/// Whether any file under `dir` holds exactly `bytes`: the checkpoint store keeps contents as
+/// plain objects.
+fn holds_copy(dir: &Path, bytes: &[u8]) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|entry| {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            holds_copy(&path, bytes)
+        } else {
+            std::fs::metadata(&path).unwrap().len() == bytes.len() as u64
+                && std::fs::read(&path).unwrap() == bytes
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remember_takes_no_snapshot_of_the_workspace_while_edits_and_the_shell_still_do() {
+    let provider = FakeProvider::start().await;
+    let home = Home::new(&provider.url);
+    let _daemon = home.start_daemon();
+    let work = home.workspace.clone();
+    let untouched = format!("a file no call names, {}\n", std::process::id())
+        .repeat(2000)
+        .into_bytes();
+    std::fs::write(work.join("untouched.txt"), &untouched).unwrap();
+    std::fs::write(work.join("a.txt"), "alpha\nbeta\n").unwrap();
+    provider
+        .reply(tool_calls(&[(
+            "m",
+            "remember",
+            json!({"text": "the build runs with make"}),
+        )]))
+        .reply(text("noted"))
+        .reply(tool_calls(&[("r", "read_file", json!({"path": "a.txt"}))]))
+        .then(edit_line_as_read("a.txt", 2, "BETA"))
+        .reply(text("edited a.txt"))
+        .reply(tool_calls(&[("sh", "bash", json!({"command": "true"}))]))
+        .reply(text("ran it"));
+    let id = home.new_session("yolo");
+    let session_dir = home.paths.session_dir(&id);
+
+    home.cli_ok(&["send", &id, "remember how to build", "--wait"]);
+    let remembered = last_tool_result(&provider.requests()[1]);
+    assert!(remembered.starts_with("remembered"), "{remembered}");
+    assert!(
+        !holds_copy(&session_dir, &untouched),
+        "remember copied the workspace into the checkpoint store"
+    );
+
+    home.cli_ok(&["send", &id, "edit a", "--wait"]);
+    home.cli_ok(&["send", &id, "run something", "--wait"]);
+    let listed: Value = serde_json::from_str(&home.cli_ok(&["rewind", &id, "--json"])).unwrap();
+    let files: Vec<(&str, Vec<&str>)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|checkpoint| {
+            (
+                checkpoint["prompt"].as_str().unwrap(),
+                checkpoint["files"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|file| file.as_str().unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("remember how to build", vec![]),
+            ("edit a", vec!["a.txt"]),
+            ("run something", vec![]),
+        ]
+    );
+    assert!(
+        holds_copy(&session_dir, &untouched),
+        "a shell command is still covered by a snapshot of the whole workspace"
     );
 }

@@ -30,7 +30,7 @@ use crate::provider::{
     estimate_request_tokens, shared_prefix_len,
 };
 use crate::store::{SharedStore, SharedStoreError, Snapshot};
-use crate::tools::{Registry, ToolContext};
+use crate::tools::{Effect, Registry, ToolContext};
 
 use approvals::{Answer, ApprovalGate};
 use instructions::InstructionFiles;
@@ -210,9 +210,9 @@ impl CallAnswer {
 /// model is not asked to work around it.
 const NOT_RUN_HARNESS: &str = "not run: cwcode itself failed before this call could run; the turn was stopped and the user was told why";
 
-/// Saves what a mutating call is about to change (SPEC §8): the declared paths, or for a shell
-/// command a snapshot of the workspace to compare against afterwards. A change that could not be
-/// undone is not made: when saving fails, the call is not run.
+/// Saves what a call that may change workspace files is about to change (SPEC §8): the declared
+/// paths, or for a shell command a snapshot of the workspace to compare against afterwards. A
+/// change that could not be undone is not made: when saving fails, the call is not run.
 async fn checkpoint_before(
     env: &TurnEnv,
     call: &ToolCall,
@@ -748,11 +748,11 @@ async fn run_call(
         name: call.name.clone(),
         arguments: call.arguments.clone(),
     })?;
-    let mutates = env
+    let effect = env
         .registry
         .get(&call.name)
-        .is_some_and(|spec| spec.mutates);
-    if mutates {
+        .map_or(Effect::ReadOnly, |spec| spec.effect);
+    if effect.mutates() {
         match env.mode() {
             Mode::Plan => {
                 return Ok(Ok(CallAnswer::refusal(format!(
@@ -768,7 +768,7 @@ async fn run_call(
             Mode::Code | Mode::Yolo => {}
         }
     }
-    let snapshot = if mutates {
+    let snapshot = if effect.changes_workspace() {
         match checkpoint_before(env, call).await {
             Ok(snapshot) => snapshot,
             Err(failure) => return Ok(Err(failure)),

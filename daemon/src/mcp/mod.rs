@@ -251,6 +251,24 @@ pub struct McpTool {
 }
 
 impl McpTool {
+    /// A tool of a server named `srv` that was never started, for the registry's tests.
+    #[cfg(test)]
+    pub(crate) fn unstarted(name: &str, read_only: bool) -> Self {
+        let slot = Arc::new(Slot {
+            name: "srv".to_owned(),
+            config: ServerConfig::default(),
+            env: ServerEnv::default(),
+            attempt: Mutex::new(Attempt::new()),
+        });
+        let tool: rmcp::model::Tool = serde_json::from_value(serde_json::json!({
+            "name": name,
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": read_only},
+        }))
+        .unwrap();
+        Self::new(&slot, &tool)
+    }
+
     fn new(slot: &Arc<Slot>, tool: &rmcp::model::Tool) -> Self {
         let safe: String = tool
             .name

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Child;
 use tokio::time::Instant;
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::process::ProcessGroup;
 use crate::sandbox::secrets::{Redactor, confine_environment};
 
@@ -50,7 +50,7 @@ impl Tool for Bash {
                           stdout+stderr (long output keeps its head and tail) and the exit code. \
                           Processes it leaves behind are killed when it returns. The sandbox \
                           denies writes outside the workspace and /tmp.",
-            mutates: true,
+            effect: Effect::Workspace,
         }
     }
 

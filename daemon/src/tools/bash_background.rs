@@ -19,7 +19,7 @@ use super::bash::{
     Utf8Stream, ceil_char_boundary, describe_exit, on_read, read_chunk, sleep_until_some,
     spawn_shell,
 };
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::process::ProcessGroup;
 
 /// Output kept per process: the latest bytes, older ones are dropped.
@@ -77,7 +77,7 @@ impl Tool for BashBackground {
                           its new output since the last read and whether it exited; kill {id} \
                           stops it and everything it started; list shows them all. They are \
                           killed when the session ends. For commands that finish, use bash.",
-            mutates: true,
+            effect: Effect::Workspace,
         }
     }
 

@@ -22,7 +22,7 @@ use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 use super::markdown::html_to_markdown;
 use super::web_fetch::{checked_url, shown};
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::util::error_chain;
 
 /// Connecting includes the handshake, which Chrome may hold while it asks the user to allow it.
@@ -63,7 +63,7 @@ impl Tool for ChromeFetch {
             name: "chrome_fetch",
             description: "web_fetch through the user's Chrome, for bot-blocked or \
                           JavaScript-built pages.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::write_file::write_atomically;
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 const NBSP: char = '\u{a0}';
 /// Candidate lines named when a string is not found.
@@ -88,7 +88,7 @@ impl Tool for EditFile {
             name: "edit_file",
             description: "Replace exact text in a file. For several changes to one file use \
                           edits: applied in order, all or none.",
-            mutates: true,
+            effect: Effect::Workspace,
         }
     }
 

@@ -15,7 +15,9 @@ use super::hashline::{
     line_content, line_hash, parse_anchor, push_formatted_line, strip_echoed_prefixes,
 };
 use super::write_file::write_atomically;
-use super::{ReadLedger, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use super::{
+    Effect, ReadLedger, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError, ToolOutput,
+};
 
 /// Lines of the current file shown around each stale anchor.
 const STALE_CONTEXT: usize = 2;
@@ -78,7 +80,7 @@ impl Tool for EditLines {
             description: "Edit a file at LINE:HASH anchors from read_file. op: replace (default), \
                           insert_after, insert_before, delete; end_line/end_hash make a range. \
                           Batch a file's edits in one call: all apply or none.",
-            mutates: true,
+            effect: Effect::Workspace,
         }
     }
 

@@ -10,7 +10,7 @@ use ignore::WalkBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::Workspace;
 
 const MAX_FILES: usize = 200;
@@ -36,7 +36,7 @@ impl Tool for Glob {
             name: "glob",
             description: "Find files by glob pattern, newest first. Skips gitignored files, and \
                           hidden ones unless the pattern names them.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::glob::{PathGlob, names_hidden, search_root, walker};
-use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::Workspace;
 
 const DEFAULT_MAX_RESULTS: usize = 100;
@@ -69,7 +69,7 @@ impl Tool for Grep {
             name: "grep",
             description: "Search file contents by regex, skipping gitignored, hidden and binary \
                           files. output: content (path:line:text), files, or count per file.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::glob::search_root;
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::Workspace;
 
 const MAX_ENTRIES: usize = 500;
@@ -37,7 +37,7 @@ impl Tool for Ls {
             name: "ls",
             description: "List a directory: type, size, name; directories first. Gitignored \
                           entries are left out.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

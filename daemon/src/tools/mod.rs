@@ -77,9 +77,29 @@ pub struct ToolDefinition {
     pub name: &'static str,
     /// Shown to the model: what it does and when to use it, in as few tokens as do the job.
     pub description: &'static str,
-    /// True when a call can change files or run arbitrary commands: such calls need an approval
-    /// in `code` mode and are not offered in `plan` mode.
-    pub mutates: bool,
+    pub effect: Effect,
+}
+
+/// What a call can change. A mutating call (anything but [`Effect::ReadOnly`]) needs an approval
+/// in `code` mode and is not offered in `plan` mode; only one that may change workspace files is
+/// checkpointed before it runs, since a snapshot of a big workspace is slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    ReadOnly,
+    /// Changes what cwcode keeps outside the workspace (a memory note), never a workspace file.
+    OutsideWorkspace,
+    /// May change workspace files or run arbitrary commands.
+    Workspace,
+}
+
+impl Effect {
+    pub fn mutates(self) -> bool {
+        self != Self::ReadOnly
+    }
+
+    pub fn changes_workspace(self) -> bool {
+        self == Self::Workspace
+    }
 }
 
 /// A tool's typed arguments. Their JSON Schema is what the model is shown.

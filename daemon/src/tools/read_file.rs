@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::hashline::{line_content, push_anchor_prefix};
-use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 const DEFAULT_LIMIT: usize = 2000;
 const MAX_LINE_CHARS: usize = 2000;
@@ -48,7 +48,7 @@ impl Tool for ReadFile {
             description: "Read a text file. Lines are shown as LINE:HASH|content (LINE:HASH is the \
                           anchor edit_lines takes), up to 2000 from offset, with a note of what \
                           was left out.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

@@ -5,7 +5,7 @@ use cwcode_protocol::{MemoryScope, RecalledNote};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RecallArgs {
@@ -26,7 +26,7 @@ impl Tool for Recall {
         ToolDefinition {
             name: "recall",
             description: "Searches the notes saved with remember, best match first.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 
@@ -115,7 +115,7 @@ mod tests {
             lines[1].ends_with("[lint] (from /elsewhere) lint with clippy before every commit"),
             "{result}"
         );
-        assert!(!registry.get("recall").unwrap().mutates);
+        assert!(!registry.get("recall").unwrap().effect.mutates());
 
         let none = registry
             .call("recall", r#"{"query": "kubernetes"}"#, &context)

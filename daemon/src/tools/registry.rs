@@ -26,7 +26,9 @@ use super::task::Task;
 use super::todo_write::TodoWrite;
 use super::web_fetch::WebFetch;
 use super::write_file::WriteFile;
-use super::{EditTools, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput};
+use super::{
+    EditTools, Effect, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolError, ToolOutput,
+};
 use crate::mcp::McpTool;
 use crate::sandbox::secrets::Redactor;
 
@@ -38,7 +40,7 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments.
     pub parameters: Value,
-    pub mutates: bool,
+    pub effect: Effect,
 }
 
 /// A tool behind a uniform face, so tools of different argument types share one list: the
@@ -150,7 +152,7 @@ impl Registry {
                 name: definition.name.to_owned(),
                 description: definition.description.to_owned(),
                 parameters,
-                mutates: definition.mutates,
+                effect: definition.effect,
             },
             tool: Arc::new(tool),
         };
@@ -167,7 +169,7 @@ impl Registry {
 
     /// These tools and, after them, a session's MCP tools (SPEC §7.4) in name order: the set a
     /// session keeps for its life. MCP tools are mutating unless their server marks them
-    /// read-only.
+    /// read-only, and may then change workspace files.
     pub fn with_mcp_tools(&self, tools: Vec<McpTool>) -> Self {
         let mut registry = self.clone();
         for tool in tools {
@@ -180,7 +182,11 @@ impl Registry {
                     name: tool.name.clone(),
                     description: tool.description.clone(),
                     parameters: tool.parameters.clone(),
-                    mutates: !tool.read_only,
+                    effect: if tool.read_only {
+                        Effect::ReadOnly
+                    } else {
+                        Effect::Workspace
+                    },
                 },
                 tool: Arc::new(McpEntry(tool)),
             });
@@ -193,7 +199,7 @@ impl Registry {
         self.entries
             .iter()
             .map(|entry| &entry.spec)
-            .filter(move |spec| include_mutating || !spec.mutates)
+            .filter(move |spec| include_mutating || !spec.effect.mutates())
     }
 
     /// What a session is offered: [`Registry::specs`] narrowed to the profile's edit tools, with
@@ -304,10 +310,11 @@ impl Registry {
             .unwrap_or_default()
     }
 
-    /// Whether a call changes files it cannot name beforehand (a shell command): such a call is
-    /// covered by a snapshot of the whole workspace instead of its paths.
+    /// Whether a call may change workspace files it cannot name beforehand (a shell command):
+    /// such a call is covered by a snapshot of the whole workspace instead of its paths.
     pub fn snapshots_workspace(&self, name: &str, arguments: &str) -> bool {
-        self.get(name).is_some_and(|spec| spec.mutates)
+        self.get(name)
+            .is_some_and(|spec| spec.effect.changes_workspace())
             && self.touched_paths(name, arguments).is_empty()
     }
 
@@ -457,7 +464,7 @@ mod tests {
             ToolDefinition {
                 name: "echo",
                 description: "Returns its text.",
-                mutates: false,
+                effect: Effect::ReadOnly,
             }
         }
 
@@ -512,9 +519,33 @@ mod tests {
                 "task"
             ]
         );
-        assert!(registry.get("bash").unwrap().mutates);
-        assert!(registry.get("bash_background").unwrap().mutates);
+        assert_eq!(registry.get("bash").unwrap().effect, Effect::Workspace);
+        assert_eq!(
+            registry.get("bash_background").unwrap().effect,
+            Effect::Workspace
+        );
         assert!(registry.get("nothing").is_none());
+    }
+
+    #[test]
+    fn only_calls_that_may_change_workspace_files_snapshot_the_workspace() {
+        let registry = Registry::standard().with_mcp_tools(vec![
+            McpTool::unstarted("write", false),
+            McpTool::unstarted("look", true),
+        ]);
+        let snapshots = |name: &str| registry.snapshots_workspace(name, "{}");
+        assert!(snapshots("bash"));
+        assert!(
+            !snapshots("remember"),
+            "a note changes no workspace file, though it asks in code mode"
+        );
+        assert!(registry.get("remember").unwrap().effect.mutates());
+        assert!(!snapshots("read_file"));
+        assert!(
+            snapshots("srv__write"),
+            "an unmarked MCP tool may write files"
+        );
+        assert!(!snapshots("srv__look"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::memory::NewNote;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -27,7 +27,7 @@ impl Tool for Remember {
         ToolDefinition {
             name: "remember",
             description: "Saves a note for later sessions: a fact, decision or user preference.",
-            mutates: true,
+            effect: Effect::OutsideWorkspace,
         }
     }
 
@@ -78,7 +78,9 @@ mod tests {
             context.workspace.root().display().to_string()
         );
         assert_eq!(notes[0].session_id.as_deref(), Some("test-session"));
-        assert!(registry.get("remember").unwrap().mutates);
+        // It asks in code mode, but no workspace snapshot is taken for it.
+        let effect = registry.get("remember").unwrap().effect;
+        assert!(effect.mutates() && !effect.changes_workspace());
     }
 
     #[tokio::test]

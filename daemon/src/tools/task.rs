@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 /// The most a sub-task's description and prompt may hold: the model writes them, and they become
 /// the sub-agent's first request.
@@ -49,7 +49,7 @@ impl Tool for Task {
             name: "task",
             description: "Runs a sub-agent on a self-contained sub-task and returns its answer. It has your tools, not this context.",
             // Its own calls are asked for one by one, as the parent's mode says.
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

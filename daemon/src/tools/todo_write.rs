@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 /// More would be a plan, not a list: it belongs in a message.
 const MAX_TODOS: usize = 50;
@@ -81,7 +81,7 @@ impl Tool for TodoWrite {
             description: "Replace your todo list, which the user sees live. For tasks of several \
                           steps: list them, keep one in_progress, mark each completed as soon as \
                           it is done. Send the whole list each time.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 
@@ -262,7 +262,7 @@ mod tests {
     fn the_schema_names_the_statuses() {
         let registry = Registry::standard();
         let spec = registry.get("todo_write").unwrap();
-        assert!(!spec.mutates);
+        assert!(!spec.effect.mutates());
         let status = &spec.parameters["properties"]["todos"]["items"]["properties"]["status"];
         assert_eq!(
             status["enum"],

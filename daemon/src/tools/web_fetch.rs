@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::markdown::html_to_markdown;
-use super::{MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, MAX_RESULT_BYTES, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 use crate::sandbox::secrets::Redactor;
 use crate::util::error_chain;
 
@@ -58,7 +58,7 @@ impl Tool for WebFetch {
         ToolDefinition {
             name: "web_fetch",
             description: "GET an http(s) URL; HTML is returned as Markdown. Cached per session.",
-            mutates: false,
+            effect: Effect::ReadOnly,
         }
     }
 

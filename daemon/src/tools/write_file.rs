@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::store::{Durability, FileMode, replace_file};
 
-use super::{Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
+use super::{Effect, Tool, ToolArgs, ToolContext, ToolDefinition, ToolError};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteFileArgs {
@@ -38,7 +38,7 @@ impl Tool for WriteFile {
             name: "write_file",
             description: "Create or overwrite a file (missing directories are created). To \
                           change part of a file, edit it instead.",
-            mutates: true,
+            effect: Effect::Workspace,
         }
     }
 
