@@ -12,13 +12,14 @@ use cwcode_protocol::{
 };
 
 use crate::agent::history::Conversation;
-use crate::agent::{self, TurnEnv};
+use crate::agent::{self, CompactScope, TurnEnv};
 use crate::goals::state::now_ms;
 use crate::goals::{
     self, CallRecord, CheckFailure, Decision, GoalList, GoalsError, LoopState, StopReason,
     TurnSummary,
 };
 use crate::journal::Journal;
+use crate::provider::{ChatRequest, estimate_request_tokens};
 use crate::sandbox::secrets::Redactor;
 
 use super::{Session, SessionError, Work, accounting};
@@ -28,6 +29,11 @@ pub const GOALS_FILE: &str = "goals.md";
 const CHECK_OUTPUT_BYTES: usize = 4000;
 /// The most calls of one cycle looked at for stalls and storms.
 const MAX_CALLS_PER_CYCLE: usize = 200;
+/// The most history, in estimated tokens, a loop carries into a cycle when the profile names no
+/// context window (the agent compacts only against a known one): past it the history is
+/// compacted first. Without it a loop of thousands of cycles would grow its history, and the
+/// daemon's memory, until the provider refused the request.
+const HISTORY_TOKENS_WITHOUT_WINDOW: u64 = 100_000;
 
 pub fn state_path(session_dir: &Path) -> PathBuf {
     session_dir.join(goals::state::FILE_NAME)
@@ -349,6 +355,7 @@ impl Session {
             }
             (state.cap, state.failed_checks.clone(), state.deadline_ms())
         };
+        self.bound_history(env, conversation).await?;
         let prompt = goals::continuation_message(&goals, GOALS_FILE, cycle, cap, &failed_checks);
         let turn = {
             let mut control = self.control();
@@ -422,6 +429,33 @@ impl Session {
             self.explain_stop(conversation, &decision, explanation)?;
         }
         self.follow(decision, &goals)
+    }
+
+    /// Compacts a history that passed `HISTORY_TOKENS_WITHOUT_WINDOW` when the profile names no
+    /// context window. A compaction that fails is logged and journalled; the cycle goes on
+    /// with the history as it is.
+    async fn bound_history(
+        &self,
+        env: &TurnEnv,
+        conversation: &mut Conversation,
+    ) -> Result<(), SessionError> {
+        if env.provider.context_window().is_some() {
+            return Ok(());
+        }
+        let tokens = estimate_request_tokens(ChatRequest {
+            messages: &conversation.messages,
+            tools: &[],
+        });
+        if tokens <= HISTORY_TOKENS_WITHOUT_WINDOW {
+            return Ok(());
+        }
+        tracing::info!(session = %self.id, tokens, "compacting the goal loop's history");
+        if let Err(reason) = agent::compact(env, conversation, CompactScope::Everything).await? {
+            self.log.publish(EventKind::Error {
+                message: format!("cannot compact the goal loop's history: {reason}"),
+            })?;
+        }
+        Ok(())
     }
 
     /// Tells the user why a stuck loop was stopped, as the assistant's answer, and keeps it in
