@@ -21,6 +21,8 @@ pub struct Renderer {
     /// Whether the last thing written to stdout ended a line.
     at_line_start: bool,
     color: bool,
+    /// The goal cycle started and not yet finished: started again, a restart interrupted it.
+    open_goal_cycle: Option<u32>,
 }
 
 impl Renderer {
@@ -32,6 +34,7 @@ impl Renderer {
             transcript: false,
             at_line_start: true,
             color: std::io::stderr().is_terminal(),
+            open_goal_cycle: None,
         }
     }
 
@@ -117,7 +120,7 @@ impl Renderer {
         }
     }
 
-    fn describe(&self, kind: &EventKind) -> Option<String> {
+    fn describe(&mut self, kind: &EventKind) -> Option<String> {
         Some(match kind {
             EventKind::PromptQueued { turn, prompt } => {
                 format!("· prompt {turn} queued: {}", first_line(prompt))
@@ -255,12 +258,22 @@ impl Renderer {
                 format!("· undid the rewind to before prompt {}", result.turn)
             }
             EventKind::GoalCycleStarted { cycle, cap } => {
-                format!("· goal loop: cycle {cycle} of {cap}")
+                if self.open_goal_cycle.replace(*cycle) == Some(*cycle) {
+                    format!(
+                        "· goal loop: cycle {cycle} of {cap} again (the daemon stopped during it)"
+                    )
+                } else {
+                    format!("· goal loop: cycle {cycle} of {cap}")
+                }
             }
             EventKind::GoalCycleFinished { cycle, done, left } => {
+                self.open_goal_cycle = None;
                 format!("· goal loop: cycle {cycle} done; {done} goal(s) done, {left} left")
             }
-            EventKind::GoalLoopStopped { summary, .. } => format!("· {summary}"),
+            EventKind::GoalLoopStopped { summary, .. } => {
+                self.open_goal_cycle = None;
+                format!("· {summary}")
+            }
             EventKind::FilesChanged { paths, .. } => {
                 format!("· changed on disk since read: {}", paths.join(", "))
             }
@@ -796,6 +809,33 @@ mod tests {
             hook_failures: Vec::new(),
             mcp_servers: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_goal_cycle_started_twice_says_the_daemon_stopped_during_it() {
+        let mut renderer = Renderer::transcript(false, "s1");
+        let lines: Vec<Option<String>> = [
+            EventKind::GoalCycleStarted { cycle: 4, cap: 9 },
+            EventKind::GoalCycleStarted { cycle: 4, cap: 9 },
+            EventKind::GoalCycleFinished {
+                cycle: 4,
+                done: 1,
+                left: 0,
+            },
+            EventKind::GoalCycleStarted { cycle: 5, cap: 9 },
+        ]
+        .iter()
+        .map(|kind| renderer.describe(kind))
+        .collect();
+        assert_eq!(
+            lines,
+            [
+                Some("· goal loop: cycle 4 of 9".to_owned()),
+                Some("· goal loop: cycle 4 of 9 again (the daemon stopped during it)".to_owned()),
+                Some("· goal loop: cycle 4 done; 1 goal(s) done, 0 left".to_owned()),
+                Some("· goal loop: cycle 5 of 9".to_owned()),
+            ]
+        );
     }
 
     #[test]

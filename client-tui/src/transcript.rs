@@ -86,6 +86,8 @@ pub struct Transcript {
     tools: HashMap<String, usize>,
     /// Approval request id → tool call id.
     requests: HashMap<String, String>,
+    /// The goal cycle started and not yet finished: started again, a restart interrupted it.
+    open_goal_cycle: Option<u32>,
     /// What the cached lines were rendered for.
     width: usize,
     expanded: bool,

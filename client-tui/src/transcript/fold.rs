@@ -240,28 +240,43 @@ impl Transcript {
                 );
                 self.rewind_failures(result);
             }
-            EventKind::GoalCycleStarted { cycle, cap } => self.note(
-                format!("goal loop: cycle {cycle} of at most {cap} starts on the open goals"),
-                Tone::Info,
-            ),
-            EventKind::GoalCycleFinished { cycle, done, left } => self.note(
+            EventKind::GoalCycleStarted { cycle, cap } => {
+                let again = self.open_goal_cycle.replace(*cycle) == Some(*cycle);
+                self.note(
+                    if again {
+                        format!(
+                            "goal loop: cycle {cycle} of at most {cap} starts again: the daemon stopped during it"
+                        )
+                    } else {
+                        format!("goal loop: cycle {cycle} of at most {cap} starts on the open goals")
+                    },
+                    Tone::Info,
+                );
+            }
+            EventKind::GoalCycleFinished { cycle, done, left } => {
+                self.open_goal_cycle = None;
+                self.note(
                 format!(
                     "goal loop: cycle {cycle} ended · {done} of {} goals done",
                     done + left
                 ),
                 Tone::Info,
-            ),
+                );
+            }
             // The summary says why it stopped and what is left: worth reading, not dimmed.
             EventKind::GoalLoopStopped {
                 reason, summary, ..
-            } => self.note(
-                if summary.trim().is_empty() {
-                    format!("goal loop stopped: {reason}")
-                } else {
-                    summary.trim_end().to_owned()
-                },
-                Tone::Warn,
-            ),
+            } => {
+                self.open_goal_cycle = None;
+                self.note(
+                    if summary.trim().is_empty() {
+                        format!("goal loop stopped: {reason}")
+                    } else {
+                        summary.trim_end().to_owned()
+                    },
+                    Tone::Warn,
+                );
+            }
             EventKind::InstructionsChanged { sources, .. } => self.note(
                 if sources.is_empty() {
                     "the project instructions were removed; the model is told".to_owned()

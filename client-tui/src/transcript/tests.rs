@@ -286,6 +286,28 @@ fn the_goal_loop_says_each_cycle_and_how_it_ended() {
 }
 
 #[test]
+fn a_cycle_a_restart_interrupted_says_it_starts_again() {
+    let mut transcript = Transcript::default();
+    transcript.apply(&EventKind::GoalCycleStarted { cycle: 7, cap: 9 });
+    transcript.apply(&EventKind::GoalCycleStarted { cycle: 7, cap: 9 });
+    transcript.apply(&EventKind::GoalCycleFinished {
+        cycle: 7,
+        done: 1,
+        left: 1,
+    });
+    transcript.apply(&EventKind::GoalCycleStarted { cycle: 8, cap: 9 });
+    assert_eq!(
+        texts(&mut transcript, 200, false),
+        [
+            "· goal loop: cycle 7 of at most 9 starts on the open goals",
+            "· goal loop: cycle 7 of at most 9 starts again: the daemon stopped during it",
+            "· goal loop: cycle 7 ended · 1 of 2 goals done",
+            "· goal loop: cycle 8 of at most 9 starts on the open goals",
+        ]
+    );
+}
+
+#[test]
 fn a_long_prompt_such_as_one_with_an_attached_file_is_folded() {
     let mut transcript = Transcript::default();
     let file: String = (1..=30).map(|n| format!("\nline {n}")).collect();
