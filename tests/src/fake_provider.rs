@@ -410,6 +410,33 @@ pub fn text(answer: &str) -> Reply {
     }
 }
 
+/// A goal loop's model: given a cycle's prompt, checks the first open goal, then says it did.
+pub fn goal_worker(request: &Value) -> Reply {
+    let messages = request["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let Some(last) = messages.last() else {
+        return text("Nothing asked.");
+    };
+    if last["role"] == "tool" {
+        return text("Checked it off.");
+    }
+    let prompt = last["content"].as_str().unwrap_or_default();
+    let goal = prompt
+        .lines()
+        .skip_while(|line| !line.starts_with("[cwcode goal loop"))
+        .find_map(|line| line.strip_prefix("- "));
+    match goal {
+        Some(goal) => tool_calls(&[(
+            "check",
+            "edit_file",
+            json!({"path": "goals.md", "old_string": format!("- [ ] {goal}"), "new_string": format!("- [x] {goal}")}),
+        )]),
+        None => text("Nothing left."),
+    }
+}
+
 /// One or more tool calls, each streamed in two argument pieces as real providers do.
 pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Reply {
     let mut frames = vec![data(&chunk(

@@ -7,31 +7,9 @@
 use std::time::{Duration, Instant};
 
 use cwcode_protocol::EventKind;
-use cwcode_tests::fake_provider::{FakeProvider, Gate, Reply, hold_until, text, tool_calls};
+use cwcode_tests::fake_provider::{FakeProvider, Gate, goal_worker, hold_until, text};
 use cwcode_tests::{Home, wait_for_event};
 use serde_json::{Value, json};
-
-/// A model that, given a cycle's prompt, checks the first open goal, then says it did.
-fn worker(request: &Value) -> Reply {
-    let messages = request["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    if last["role"] == "tool" {
-        return text("Checked it off.");
-    }
-    let prompt = last["content"].as_str().unwrap_or_default();
-    let goal = prompt
-        .lines()
-        .skip_while(|line| !line.starts_with("[cwcode goal loop"))
-        .find_map(|line| line.strip_prefix("- "));
-    match goal {
-        Some(goal) => tool_calls(&[(
-            "check",
-            "edit_file",
-            json!({"path": "goals.md", "old_string": format!("- [ ] {goal}"), "new_string": format!("- [x] {goal}")}),
-        )]),
-        None => text("Nothing left."),
-    }
-}
 
 /// Waits until the fake provider has received `count` requests.
 fn wait_for_requests(provider: &FakeProvider, count: usize) {
@@ -79,13 +57,13 @@ async fn a_cycle_interrupted_by_a_restart_runs_again_under_its_number() {
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
     let daemon = home.start_daemon();
-    provider.then(worker).then(worker);
+    provider.then(goal_worker).then(goal_worker);
     // Cycle 2's first answer stops after one frame and is never let go: the daemon is stopped
     // while it streams.
     let never_opened = Gate::new();
-    provider.then(move |request| hold_until(worker(request), 1, &never_opened));
+    provider.then(move |request| hold_until(goal_worker(request), 1, &never_opened));
     for _ in 0..8 {
-        provider.then(worker);
+        provider.then(goal_worker);
     }
     let id = home.new_session("yolo");
     for goal in ["alpha", "beta", "gamma"] {
@@ -128,12 +106,12 @@ async fn a_restart_between_two_cycles_runs_the_next_one_and_skips_none() {
     // 1 finished and decided on cycle 2, before cycle 2 started.
     let prompt_queued = Gate::new();
     let held = prompt_queued.clone();
-    provider.then(move |request| hold_until(worker(request), 1, &held));
-    provider.then(worker);
+    provider.then(move |request| hold_until(goal_worker(request), 1, &held));
+    provider.then(goal_worker);
     let never_opened = Gate::new();
     provider.then(move |_| hold_until(text("Looking into it."), 1, &never_opened));
     for _ in 0..8 {
-        provider.then(worker);
+        provider.then(goal_worker);
     }
     let id = home.new_session("yolo");
     for goal in ["alpha", "beta", "gamma"] {

@@ -3,31 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
 
 use cwcode_protocol::EventKind;
-use cwcode_tests::fake_provider::{FakeProvider, Gate, Reply, hold_until, text, tool_calls};
+use cwcode_tests::fake_provider::{FakeProvider, Gate, goal_worker, hold_until, text};
 use cwcode_tests::{Home, wait_for_event};
-use serde_json::{Value, json};
-
-/// A model that, given a cycle's prompt, checks the first open goal, then says it did.
-fn worker(request: &Value) -> Reply {
-    let messages = request["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    if last["role"] == "tool" {
-        return text("Checked it off.");
-    }
-    let prompt = last["content"].as_str().unwrap_or_default();
-    let goal = prompt
-        .lines()
-        .skip_while(|line| !line.starts_with("[cwcode goal loop"))
-        .find_map(|line| line.strip_prefix("- "));
-    match goal {
-        Some(goal) => tool_calls(&[(
-            "check",
-            "edit_file",
-            json!({"path": "goals.md", "old_string": format!("- [ ] {goal}"), "new_string": format!("- [x] {goal}")}),
-        )]),
-        None => text("Nothing left."),
-    }
-}
+use serde_json::Value;
 
 fn status(home: &Home, id: &str) -> Value {
     serde_json::from_str(&home.cli_ok(&["goal", id, "status", "--json"])).unwrap()
@@ -60,7 +38,7 @@ async fn a_three_goal_loop_checks_every_box_and_stops_with_no_client_attached() 
     let home = Home::new(&provider.url);
     let _daemon = home.start_daemon();
     for _ in 0..8 {
-        provider.then(worker);
+        provider.then(goal_worker);
     }
     let id = home.new_session("yolo");
     for goal in ["write the README", "add a licence", "tag the release"] {
@@ -127,10 +105,10 @@ async fn a_hand_edit_of_goals_md_during_the_loop_is_honoured() {
             ),
         )
         .unwrap();
-        worker(request)
+        goal_worker(request)
     });
     for _ in 0..6 {
-        provider.then(worker);
+        provider.then(goal_worker);
     }
     let id = home.new_session("yolo");
     for goal in ["first", "second", "third"] {
@@ -170,13 +148,13 @@ async fn the_loop_resumes_after_a_daemon_restart_by_running_the_interrupted_cycl
     let provider = FakeProvider::start().await;
     let home = Home::new(&provider.url);
     let daemon = home.start_daemon();
-    provider.then(worker).then(worker);
+    provider.then(goal_worker).then(goal_worker);
     // Cycle 2's first answer stops after one frame and is never let go: the daemon is stopped
     // while it streams.
     let never_opened = Gate::new();
-    provider.then(move |request| hold_until(worker(request), 1, &never_opened));
+    provider.then(move |request| hold_until(goal_worker(request), 1, &never_opened));
     for _ in 0..8 {
-        provider.then(worker);
+        provider.then(goal_worker);
     }
     let id = home.new_session("yolo");
     for goal in ["alpha", "beta", "gamma"] {
