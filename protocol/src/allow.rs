@@ -78,22 +78,28 @@ impl AllowRule {
 
     /// Whether this rule approves a call of `tool` with these (JSON) arguments.
     pub fn allows(&self, tool: &str, arguments: &str) -> bool {
+        self.allows_subject(tool, subject(tool, arguments).as_deref())
+    }
+
+    /// [`Self::allows`] for a call whose [`subject`] was already taken out of its arguments, so
+    /// that many rules are checked against one call without parsing it again for each.
+    pub fn allows_subject(&self, tool: &str, subject: Option<&str>) -> bool {
         if !glob(&self.tool, tool, &[]) {
             return false;
         }
         let Some(pattern) = &self.pattern else {
             return true;
         };
-        let Some(subject) = subject(tool, arguments) else {
+        let Some(subject) = subject else {
             return false;
         };
         if tool == "bash" {
-            glob(pattern, &subject, SHELL_OPERATORS)
+            glob(pattern, subject, SHELL_OPERATORS)
                 || pattern
                     .strip_suffix(" *")
-                    .is_some_and(|bare| glob(bare, &subject, SHELL_OPERATORS))
+                    .is_some_and(|bare| glob(bare, subject, SHELL_OPERATORS))
         } else {
-            !subject.split('/').any(|part| part == "..") && glob(pattern, &subject, &[])
+            !subject.split('/').any(|part| part == "..") && glob(pattern, subject, &[])
         }
     }
 }
@@ -145,7 +151,10 @@ pub fn first_allowing<'a>(
     tool: &str,
     arguments: &str,
 ) -> Option<&'a AllowRule> {
-    rules.iter().find(|rule| rule.allows(tool, arguments))
+    let subject = subject(tool, arguments);
+    rules
+        .iter()
+        .find(|rule| rule.allows_subject(tool, subject.as_deref()))
 }
 
 /// `*` any run of characters, `?` one character, anything else itself; the wildcards never

@@ -154,11 +154,13 @@ fn rule_for(tool: &str, arguments: &str, pattern: Option<&str>) -> Result<AllowR
 
 impl ApprovalGate for Approvals {
     fn is_always_allowed(&self, tool: &str, arguments: &str) -> bool {
+        // Parsed once, outside the lock, for all the rules.
+        let subject = subject(tool, arguments);
         // The tool name must be the rule's own: a tool named with a wildcard never widens it.
         self.state()
             .always
             .iter()
-            .any(|rule| rule.tool() == tool && rule.allows(tool, arguments))
+            .any(|rule| rule.tool() == tool && rule.allows_subject(tool, subject.as_deref()))
     }
 
     fn open(&self, tool: &str, arguments: &str) -> (String, oneshot::Receiver<Answer>) {
